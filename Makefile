@@ -1,0 +1,35 @@
+# pytest-qnn-genai: two commands do all the set-up on a fresh machine (Python 3.11, pip, gcc).
+#   make gate   run the gate suites on the x86 HTP emulator (SoC SM8650 unless SOC=...)
+#   make test   run the plugin's own tests and the suites
+PYTHON ?= python3.11
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+SOC    ?= SM8650
+PYTEST_ARGS ?=
+STAMP  := $(VENV)/.installed
+
+.PHONY: gate test install adb nightly clean
+
+$(PY):
+	$(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+
+$(STAMP): pyproject.toml | $(PY)
+	$(PY) -m pip install --quiet -e .
+	touch $(STAMP)
+
+install: $(STAMP)
+
+# The real adb client (Debian package) for the device-path tests against the loopback adb server.
+adb:
+	@command -v adb >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq adb >/dev/null; }
+
+gate: install
+	$(PY) -m pytest suites --soc $(SOC) $(PYTEST_ARGS)
+
+test: install adb
+	@$(PY) -m pytest tests suites --soc $(SOC) $(PYTEST_ARGS); rc=$$?; \
+	  if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests (exit 5)" >&2; fi; exit $$rc
+
+clean:
+	rm -rf $(VENV) build *.egg-info

@@ -1,0 +1,40 @@
+"""Session fixtures: settings, the loaded QNN SDK, the artifact cache, and the pipeline stages.
+
+Fixtures only wire stage functions to the cache and the parametrisation (``qnn_case`` ×
+``qnn_target``, added by the plugin's ``pytest_generate_tests``); the work is in the stages.
+"""
+from __future__ import annotations
+
+import pytest
+
+from pytest_qnn_genai import versions
+from pytest_qnn_genai.cache import ArtifactCache
+from pytest_qnn_genai.options import Settings
+from pytest_qnn_genai.sdk import QnnSdk, activate
+from pytest_qnn_genai.stash import CACHE, REBUILD_BEFORE, sdk_of, settings_of
+
+__all__ = ["qnn_settings", "qnn_sdk", "qnn_cache"]
+
+
+@pytest.fixture(scope="session")
+def qnn_settings(request: pytest.FixtureRequest) -> Settings:
+    """The resolved ``--soc/--backend/--device/...`` settings of this session."""
+    return settings_of(request.config)
+
+
+@pytest.fixture(scope="session")
+def qnn_sdk(request: pytest.FixtureRequest) -> QnnSdk:
+    """The QNN SDK, loaded into this process (QNN_SDK_ROOT set, host libraries preloaded)."""
+    sdk = sdk_of(request.config)
+    activate(sdk)
+    return sdk
+
+
+@pytest.fixture(scope="session")
+def qnn_cache(request: pytest.FixtureRequest, qnn_settings: Settings,
+              qnn_sdk: QnnSdk) -> ArtifactCache:
+    """The session's artifact cache (``--qnn-cache-dir``; ``--qnn-rebuild`` ignores old entries)."""
+    cache = ArtifactCache(qnn_settings.cache_dir / "artifacts", versions.stack(qnn_sdk),
+                          rebuild_before=request.config.stash.get(REBUILD_BEFORE, None))
+    request.config.stash[CACHE] = cache
+    return cache

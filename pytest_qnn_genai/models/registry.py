@@ -1,0 +1,88 @@
+"""Model cases as data: which files, which shapes, which quant recipe, which prompts.
+
+A model case is everything the pipeline needs to build and judge one LLM. Add a model by adding a
+folder with its files and a ``case.json`` next to this module (see ``stories260k/case.json``).
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+MODELS_DIR = Path(__file__).parent
+
+
+class ModelCaseError(ValueError):
+    """A model case's files are missing or inconsistent (reported as one line)."""
+
+
+@dataclass(frozen=True)
+class ModelCase:
+    """One LLM to build and judge: files, static-graph shapes, recipe and prompts."""
+
+    name: str
+    folder: Path
+    decoder_model: str  # the legacy llama.py --decoder_model name
+    checkpoint: str  # llama2.c layout: {"model": {...}, "model_args": {...}}
+    params: str  # params.json
+    tokenizer_model: str  # SentencePiece .model
+    tokenizer_bin: str  # llama2.c tokenizer.bin (for the C++ runner)
+    model_mode: str = "hybrid"
+    prefill_ar_len: int = 32
+    max_seq_len: int = 128
+    max_context_len: int = 128
+    quant_recipe: str = "16a4w"  # see stages.quantize
+    kv_io_bit_width: int = 8
+    eval_prompt: str = "Once upon a time"
+    max_new_tokens: int = 48
+    calibration_prompts: tuple[str, ...] = ()
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def path(self, attr: str) -> Path:
+        """Absolute path of one of the case's files (``"checkpoint"``, ``"params"``, ...)."""
+        return self.folder / getattr(self, attr)
+
+    @property
+    def params_dict(self) -> dict[str, Any]:
+        return json.loads(self.path("params").read_text())
+
+    def files(self) -> dict[str, Path]:
+        """The case's files by role."""
+        return {a: self.path(a) for a in ("checkpoint", "params", "tokenizer_model", "tokenizer_bin")}
+
+
+def load_case(folder: Path) -> ModelCase:
+    """Read ``folder/case.json`` into a :class:`ModelCase`, checking that its files exist."""
+    spec_file = folder / "case.json"
+    try:
+        spec = json.loads(spec_file.read_text())
+    except (OSError, json.JSONDecodeError) as e:
+        raise ModelCaseError(f"{spec_file}: cannot read model case ({e})") from None
+    spec["calibration_prompts"] = tuple(spec.get("calibration_prompts", ()))
+    try:
+        case = ModelCase(folder=folder, **spec)
+    except TypeError as e:
+        raise ModelCaseError(f"{spec_file}: {e}") from None
+    for role, p in case.files().items():
+        if not p.is_file():
+            raise ModelCaseError(f"{spec_file}: {role} file {p.name} is missing")
+    return case
+
+
+def available() -> dict[str, ModelCase]:
+    """All model cases shipped with the package, by name."""
+    cases = [load_case(d) for d in sorted(MODELS_DIR.iterdir()) if (d / "case.json").is_file()]
+    return {c.name: c for c in cases}
+
+
+def select(names: list[str]) -> list[ModelCase]:
+    """The named cases (all when ``names`` is empty); unknown names raise :class:`ModelCaseError`."""
+    cases = available()
+    if not names:
+        return list(cases.values())
+    unknown = [n for n in names if n not in cases]
+    if unknown:
+        raise ModelCaseError(
+            f"unknown model case(s) {', '.join(unknown)}; available: {', '.join(cases)}")
+    return [cases[n] for n in names]

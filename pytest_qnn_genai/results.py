@@ -1,0 +1,40 @@
+"""Typed results shared by every execution path (x86 emulator host runner, phone over adb)."""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class PerfStats:
+    """Performance figures in the vocabulary of ExecuTorch's ``PyTorchObserver`` stats."""
+
+    prompt_tokens: int
+    generated_tokens: int
+    model_load_s: float
+    prefill_tok_s: float
+    decode_tok_s: float
+    ttft_s: float
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain-JSON form."""
+        return asdict(self)
+
+
+@dataclass
+class RunResult:
+    """One greedy generation: tokens, text, per-step dequantized logits and perf figures.
+
+    ``logits`` has one row per generated token (the distribution that produced it), float32,
+    shape ``[len(tokens), vocab]``; it is ``None`` when the path could not provide logits.
+    """
+
+    prompt_tokens: list[int]
+    tokens: list[int]
+    text: str
+    perf: PerfStats
+    logits: np.ndarray | None = None
+    device: str = "x86-emulator"
+    extra: dict[str, Any] = field(default_factory=dict)

@@ -1,0 +1,89 @@
+"""Choose the QNN SDK (the user's, or the embedded emulator SDK) and make it loadable in-process."""
+from __future__ import annotations
+
+import ctypes
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from pytest_qnn_genai.sdk import emulator
+
+HOST_LIBS = ("libQnnHtp.so", "libQnnSystem.so")
+
+
+class SdkError(RuntimeError):
+    """The QNN SDK is missing or unusable (reported as one line)."""
+
+
+@dataclass(frozen=True)
+class QnnSdk:
+    """A QNN SDK root and what it is."""
+
+    root: Path
+    qairt_version: str
+    kind: str  # "emulator" (embedded, with the ABI adapter) | "user"
+
+    @property
+    def host_lib_dir(self) -> Path:
+        return self.root / emulator.LIB_SUBDIR
+
+
+def _user_sdk_version(root: Path) -> str:
+    sdk_yaml = root / "sdk.yaml"
+    if sdk_yaml.is_file():
+        m = re.search(r"^\s*version:\s*([\w.]+)", sdk_yaml.read_text(errors="replace"), re.M)
+        if m:
+            return m.group(1)
+    m = re.search(r"(\d+\.\d+\.\d+)", root.name)
+    return m.group(1) if m else "unknown"
+
+
+def resolve_sdk(sdk_option: str | None, cache_dir: Path) -> QnnSdk:
+    """The SDK named by ``--qnn-sdk``/``$QNN_SDK_ROOT``, else the provisioned emulator SDK."""
+    given = sdk_option or os.environ.get("QNN_SDK_ROOT") or None
+    if given:
+        root = Path(given).expanduser().resolve()
+        if emulator.is_emulator_sdk(root):
+            return QnnSdk(root, emulator.manifest(root)["qairt_version"], "emulator")
+        missing = [n for n in HOST_LIBS if not (root / emulator.LIB_SUBDIR / n).is_file()]
+        if missing:
+            raise SdkError(f"QNN SDK at {root} is missing {emulator.LIB_SUBDIR}/{missing[0]} "
+                           "(pass --qnn-sdk or QNN_SDK_ROOT pointing at an SDK root)")
+        return QnnSdk(root, _user_sdk_version(root), "user")
+    try:
+        root = emulator.provision(cache_dir)
+    except emulator.EmulatorSdkError as e:
+        raise SdkError(str(e)) from None
+    return QnnSdk(root, emulator.manifest(root)["qairt_version"], "emulator")
+
+
+def _loaded_paths(soname: str) -> set[str]:
+    try:
+        maps = Path("/proc/self/maps").read_text()
+    except OSError:
+        return set()
+    return {line.split()[-1] for line in maps.splitlines() if line.rstrip().endswith("/" + soname)}
+
+
+def activate(sdk: QnnSdk) -> None:
+    """Point executorch at ``sdk`` for this process and its subprocesses.
+
+    Sets ``QNN_SDK_ROOT`` and ``LD_LIBRARY_PATH`` (for subprocesses) and loads the host libraries
+    by absolute path, so that executorch's later ``dlopen("libQnnHtp.so")`` finds them. torch is
+    imported first: loading the QAIRT libc++ before torch aborts the process.
+    """
+    import torch  # noqa: F401  (order matters, see above)
+
+    os.environ["QNN_SDK_ROOT"] = str(sdk.root)
+    lib_dir = str(sdk.host_lib_dir)
+    ld = os.environ.get("LD_LIBRARY_PATH", "")
+    if lib_dir not in ld.split(os.pathsep):
+        os.environ["LD_LIBRARY_PATH"] = lib_dir + (os.pathsep + ld if ld else "")
+    for name in HOST_LIBS:
+        path = sdk.host_lib_dir / name
+        other = {p for p in _loaded_paths(name) if Path(p).parent != sdk.host_lib_dir}
+        if other:
+            raise SdkError(f"{name} was already loaded from {sorted(other)[0]} in this process; "
+                           f"cannot switch to {path}")
+        ctypes.CDLL(str(path), mode=ctypes.RTLD_GLOBAL)

@@ -1,0 +1,26 @@
+"""Shared set-up for the plugin's own tests."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pytest_qnn_genai.sdk import emulator
+
+
+@pytest.fixture(scope="session")
+def emulator_sdk_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An emulator SDK provisioned once for the whole test session."""
+    return emulator.provision(tmp_path_factory.mktemp("shared-cache"))
+
+
+@pytest.fixture
+def qnn_env(monkeypatch: pytest.MonkeyPatch, emulator_sdk_root: Path, tmp_path: Path) -> Path:
+    """Environment for in-process pytester runs: the shared SDK, a private cache, no stray knobs."""
+    import os
+
+    for name in [n for n in os.environ if n.startswith("QNN_GENAI_")]:
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("QNN_SDK_ROOT", str(emulator_sdk_root))
+    monkeypatch.setenv("QNN_GENAI_CACHE_DIR", str(tmp_path / "cache"))
+    return tmp_path / "cache"
