@@ -1,0 +1,120 @@
+"""``summary.md``: a run's verdicts, numerics and tok/s per model × target, as markdown tables."""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any, Mapping
+
+from pytest_qnn_genai.atomic import write_text_atomic
+from pytest_qnn_genai.perf.compare import (DEFAULT_NOISE, NOISE, FigureDiff, FigureKey, compare,
+                                           render_table)
+from pytest_qnn_genai.perf.golden import GoldenPerf
+from pytest_qnn_genai.report.results import Record, ResultsFile, rate_or_time
+
+SUMMARY_NAME = "summary.md"
+_NUMERIC_MAIN = ("sqnr_db", "cosine")
+
+
+def _cell(text: Any) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def _fmt(value: Any) -> str:
+    if isinstance(value, float):
+        return ("∞" if value > 0 else "-∞") if math.isinf(value) else f"{value:.4g}"
+    return "—" if value is None else _cell(value)
+
+
+def _details(values: Mapping[str, Any], skip: tuple[str, ...] = ()) -> str:
+    return ", ".join(f"{k}={_fmt(v)}" for k, v in values.items() if k not in skip)
+
+
+def _test_name(r: Record) -> str:
+    return _cell(r.test.rsplit("::", 1)[-1] or "—")
+
+
+def _header(results: ResultsFile) -> str:
+    h = results.header
+    verdicts = [r.verdict for r in results.records if r.verdict]
+    counts = ", ".join(f"{verdicts.count(v)} {v}" for v in ("pass", "fail", "skip")
+                       if verdicts.count(v))
+    rows = [("date", h.date), ("SoCs", ", ".join(h.socs)), ("backend", h.backend),
+            ("devices", ", ".join(h.devices) or "x86-emulator"),
+            *((k, v) for k, v in sorted(h.versions.items())), ("git", h.git_sha or "unknown"),
+            ("records", f"{len(results.records)} ({counts or 'no verdicts'})")]
+    table = ["| | |", "|---|---|"] + [f"| {k} | {_cell(v)} |" for k, v in rows]
+    return f"# QNN GenAI gate — {h.date[:10]}\n\n" + "\n".join(table) + "\n"
+
+
+def _parity(records: list[Record]) -> list[str]:
+    out = ["| test | verdict | details |", "|---|---|---|"]
+    out += [f"| {_test_name(r)} | {r.verdict or '—'} | "
+            f"{_cell('; '.join(x for x in (_details(r.values), r.note) if x)) or '—'} |"
+            for r in records]
+    return out
+
+
+def _numerics(records: list[Record]) -> list[str]:
+    out = ["| test | SQNR (dB) | cosine | other | verdict |", "|---|---:|---:|---|---|"]
+    out += [f"| {_test_name(r)} | {_fmt(r.values.get('sqnr_db'))} | "
+            f"{_fmt(r.values.get('cosine'))} | {_details(r.values, _NUMERIC_MAIN) or '—'} | "
+            f"{r.verdict or '—'} |" for r in records]
+    return out
+
+
+def _perf(records: list[Record], golden: GoldenPerf | None,
+          diffs: Mapping[FigureKey, FigureDiff]) -> list[str]:
+    out = ["| figure | value | golden floor | vs floor | previous | change | verdict |",
+           "|---|---:|---:|---:|---:|---|---|"]
+    for r in records:
+        for name, value in r.values.items():
+            if not rate_or_time(name, value):
+                continue
+            floor = golden.floor(r.soc, r.backend, name) if golden else None
+            vs = f"{value / floor:.0%}" if floor else "—"
+            d = diffs.get((r.model, r.target, name))
+            prev, change = (_fmt(d.previous), d.bucket) if d else ("—", "—")
+            out.append(f"| {name} | {_fmt(float(value))} | {_fmt(floor)} | {vs} | {prev} | "
+                       f"{change} | {r.verdict or '—'} |")
+    notes = [f"- {_test_name(r)}: {r.note}" for r in records if r.note]
+    if records and records[0].is_emulator:
+        notes.append("- x86 emulator: golden floors are phone figures, shown for reference only.")
+    return out + ([""] + notes if notes else [])
+
+
+def render_summary(results: ResultsFile, goldens: Mapping[str, GoldenPerf] | None = None,
+                   previous: ResultsFile | None = None, noise: float = DEFAULT_NOISE) -> str:
+    """The markdown summary: header, then per model × target parity, numerics and perf tables,
+    then the changes against ``previous`` (if given)."""
+    goldens = goldens or {}
+    diffs = compare(results.perf_figures(), previous.perf_figures(), noise) if previous else []
+    by_key = {d.key: d for d in diffs}
+    parts = [_header(results)]
+    pairs = dict.fromkeys((r.model, r.target) for r in results.records)
+    for model, target in pairs:
+        mine = [r for r in results.records if (r.model, r.target) == (model, target)]
+        parts.append(f"## {model} · {target}\n")
+        for kind, title, render in (("parity", "Parity", _parity),
+                                    ("numerics", "Numerics", _numerics)):
+            recs = [r for r in mine if r.kind == kind]
+            if recs:
+                parts.append(f"### {title}\n\n" + "\n".join(render(recs)) + "\n")
+        perf = [r for r in mine if r.kind == "perf"]
+        if perf:
+            rows = _perf(perf, goldens.get(model), by_key)
+            parts.append("### Performance\n\n" + "\n".join(rows) + "\n")
+    if previous is not None:
+        changed = [d for d in diffs if d.bucket != NOISE]
+        quiet = len(diffs) - len(changed)
+        parts.append(f"## Changes since {previous.header.date}\n\n" + render_table(changed)
+                     + f"\n{quiet} figures within noise (±{noise:.0%}) not listed.\n")
+    return "\n".join(parts)
+
+
+def write_summary(path: Path | str, results: ResultsFile,
+                  goldens: Mapping[str, GoldenPerf] | None = None,
+                  previous: ResultsFile | None = None, noise: float = DEFAULT_NOISE) -> Path:
+    """Write :func:`render_summary` to ``path`` atomically; returns the path."""
+    path = Path(path)
+    write_text_atomic(path, render_summary(results, goldens, previous, noise))
+    return path
