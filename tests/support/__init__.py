@@ -1,0 +1,1 @@
+"""Test-support code for the plugin's own tests (loopback adb server, stand-in runner, ...)."""
