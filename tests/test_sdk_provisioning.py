@@ -98,3 +98,16 @@ def test_concurrent_provisioning_builds_once(tmp_path: Path) -> None:
     assert len(roots) == 1 and all(p.returncode == 0 for p in procs)
     assert log.read_text().count("call") == 1
     assert os.path.isdir(roots.pop())
+
+
+def test_activation_keeps_later_imports_working(emulator_sdk_root: Path) -> None:
+    """Preloading QAIRT's libraries must not leak their libc++ into later imports (segfault)."""
+    import subprocess
+    import sys
+
+    code = ("from pathlib import Path; from pytest_qnn_genai.sdk import activate, resolve_sdk; "
+            f"activate(resolve_sdk({str(emulator_sdk_root)!r}, Path('/nonexistent'))); "
+            "import sentencepiece, torchao.quantization.pt2e.quantize_pt2e; print('imports ok')")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "imports ok" in proc.stdout

@@ -70,8 +70,10 @@ def activate(sdk: QnnSdk) -> None:
     """Point executorch at ``sdk`` for this process and its subprocesses.
 
     Sets ``QNN_SDK_ROOT`` and ``LD_LIBRARY_PATH`` (for subprocesses) and loads the host libraries
-    by absolute path, so that executorch's later ``dlopen("libQnnHtp.so")`` finds them. torch is
-    imported first: loading the QAIRT libc++ before torch aborts the process.
+    by absolute path, so that executorch's later ``dlopen("libQnnHtp.so")`` finds them by soname.
+    torch is imported first: loading the QAIRT libc++ before torch aborts the process. They are
+    loaded RTLD_LOCAL: with RTLD_GLOBAL, QAIRT's bundled libc++ symbols leak into later imports
+    (importing sentencepiece, then torchao, then segfaults).
     """
     import torch  # noqa: F401  (order matters, see above)
 
@@ -86,4 +88,4 @@ def activate(sdk: QnnSdk) -> None:
         if other:
             raise SdkError(f"{name} was already loaded from {sorted(other)[0]} in this process; "
                            f"cannot switch to {path}")
-        ctypes.CDLL(str(path), mode=ctypes.RTLD_GLOBAL)
+        ctypes.CDLL(str(path), mode=ctypes.RTLD_LOCAL)

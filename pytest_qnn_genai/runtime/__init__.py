@@ -1,0 +1,1 @@
+"""Running and inspecting .pte files with the ExecuTorch Python runtime."""

@@ -1,0 +1,187 @@
+"""What a .pte file holds: methods, their IO tensors, constant values, delegates and CPU operators.
+
+Tensor metadata comes from the ExecuTorch runtime (``executorch.runtime.Runtime``); delegate ids,
+value kinds and the non-delegated operators come from the serialized program. Graph methods are
+never loaded here, so no QNN library is needed to inspect a QNN .pte.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+# ExecuTorch ScalarType codes (runtime/core/portable_type/scalar_type.h) -> torch dtype.
+_TORCH_DTYPES: dict[int, torch.dtype] = {
+    0: torch.uint8, 1: torch.int8, 2: torch.int16, 3: torch.int32, 4: torch.int64,
+    5: torch.float16, 6: torch.float32, 7: torch.float64, 11: torch.bool, 15: torch.bfloat16,
+    27: torch.uint16, 28: torch.uint32, 29: torch.uint64,
+}
+
+
+class PteInfoError(ValueError):
+    """A file that is not a readable ExecuTorch program (reported as one line)."""
+
+
+def torch_dtype(code: int) -> torch.dtype:
+    """The torch dtype of an ExecuTorch ScalarType code."""
+    try:
+        return _TORCH_DTYPES[int(code)]
+    except KeyError:
+        raise PteInfoError(f"unsupported ExecuTorch scalar type code {code}") from None
+
+
+def dtype_name(code: int) -> str:
+    """Short dtype name of an ExecuTorch ScalarType code, e.g. ``"uint16"``."""
+    dt = _TORCH_DTYPES.get(int(code))
+    return str(dt).removeprefix("torch.") if dt is not None else f"scalar_type_{int(code)}"
+
+
+@dataclass(frozen=True)
+class TensorMeta:
+    """One method input or output: a tensor (dtype, shape) or a non-tensor value kind."""
+
+    dtype: str  # "uint16", ...; for non-tensor values the value kind ("int", "float", "bool")
+    shape: tuple[int, ...] = ()
+    is_tensor: bool = True
+
+
+@dataclass(frozen=True)
+class MethodInfo:
+    """One method of the program."""
+
+    name: str
+    inputs: tuple[TensorMeta, ...]
+    outputs: tuple[TensorMeta, ...]
+    delegates: tuple[str, ...]  # backend ids of the method's delegate calls, e.g. ("QnnBackend",)
+    cpu_operators: tuple[str, ...]  # non-delegated kernels, e.g. ("aten::add.out",)
+
+    @property
+    def is_constant(self) -> bool:
+        """A method with no inputs whose outputs are metadata values (``get_max_seq_len``...)."""
+        return not self.inputs
+
+
+@dataclass(frozen=True)
+class PteInfo:
+    """Everything :func:`inspect_pte` reads from a .pte file."""
+
+    path: Path
+    size_bytes: int
+    methods: dict[str, MethodInfo]
+    constants: dict[str, Any] = field(default_factory=dict)  # constant method -> value(s)
+
+    @property
+    def method_names(self) -> list[str]:
+        return sorted(self.methods)
+
+    @property
+    def graph_methods(self) -> list[str]:
+        """Methods that take inputs (the model's computation graphs)."""
+        return sorted(n for n, m in self.methods.items() if not m.is_constant)
+
+    @property
+    def delegates(self) -> set[str]:
+        """All backend ids used anywhere in the program."""
+        return {d for m in self.methods.values() for d in m.delegates}
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, torch.Tensor):
+        return value.tolist()
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
+def constant_values(program: Any) -> dict[str, Any]:
+    """Execute every input-less method of a loaded ``executorch.runtime.Program``.
+
+    A single output is returned as its value, several outputs as a list.
+    """
+    out: dict[str, Any] = {}
+    for name in sorted(program.method_names):
+        if program.metadata(name).num_inputs() != 0:
+            continue
+        values = [_plain(v) for v in program.load_method(name).execute([])]
+        out[name] = values[0] if len(values) == 1 else values
+    return out
+
+
+_VALUE_KINDS = {"Int": "int", "Double": "float", "Bool": "bool", "String": "str", "Null": "none"}
+
+
+def _value_kinds(plan: Any, indices: list[int]) -> list[str]:
+    return [type(plan.values[i].val).__name__ for i in indices]
+
+
+def _io_meta(meta: Any, kinds: list[str], output: bool) -> tuple[TensorMeta, ...]:
+    items = []
+    for i, kind in enumerate(kinds):
+        if kind == "Tensor":  # never ask the runtime for tensor meta of a non-tensor: it crashes
+            ti = meta.output_tensor_meta(i) if output else meta.input_tensor_meta(i)
+            items.append(TensorMeta(dtype_name(ti.dtype()), tuple(int(s) for s in ti.sizes())))
+        else:
+            items.append(TensorMeta(_VALUE_KINDS.get(kind, kind.lower()), (), False))
+    return tuple(items)
+
+
+def _operator_names(plan: Any) -> tuple[str, ...]:
+    used: set[int] = set()
+    for chain in plan.chains:
+        for instr in chain.instructions:
+            if type(instr.instr_args).__name__ == "KernelCall":
+                used.add(instr.instr_args.op_index)
+    names = []
+    for i in sorted(used):
+        op = plan.operators[i]
+        names.append(f"{op.name}.{op.overload}" if op.overload else op.name)
+    return tuple(sorted(set(names)))
+
+
+def _delegate_ids(plan: Any) -> tuple[str, ...]:
+    used: set[int] = set()
+    for chain in plan.chains:
+        for instr in chain.instructions:
+            if type(instr.instr_args).__name__ == "DelegateCall":
+                used.add(instr.instr_args.delegate_index)
+    return tuple(sorted({plan.delegates[i].id for i in used}))
+
+
+def _deserialize(data: bytes) -> Any:
+    from executorch.exir._serialize._program import deserialize_pte_binary
+
+    result = deserialize_pte_binary(data)
+    return getattr(result, "program", result)
+
+
+def inspect_pte(path: Path | str) -> PteInfo:
+    """Read methods, IO tensor metadata, constant values, delegates and CPU operators of a .pte."""
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        raise PteInfoError(f"{path}: cannot read ({e.strerror})") from None
+    if data[4:6] != b"ET":  # the flatbuffer file identifier, "ET12" for this schema
+        raise PteInfoError(f"{path}: not an ExecuTorch program (no 'ET' file identifier)")
+    try:
+        serialized = _deserialize(data)
+        plans = {plan.name: plan for plan in serialized.execution_plan}
+        from executorch.runtime import Runtime
+
+        program = Runtime.get().load_program(data)
+    except Exception as e:  # noqa: BLE001 - any parse failure: not a program
+        raise PteInfoError(f"{path}: not an ExecuTorch program ({type(e).__name__}: {e})") from None
+    methods: dict[str, MethodInfo] = {}
+    for name in sorted(program.method_names):
+        plan, meta = plans[name], program.metadata(name)
+        methods[name] = MethodInfo(
+            name=name,
+            inputs=_io_meta(meta, _value_kinds(plan, list(plan.inputs)), output=False),
+            outputs=_io_meta(meta, _value_kinds(plan, list(plan.outputs)), output=True),
+            delegates=_delegate_ids(plan),
+            cpu_operators=_operator_names(plan),
+        )
+    return PteInfo(path=path, size_bytes=len(data), methods=methods,
+                   constants=constant_values(program))

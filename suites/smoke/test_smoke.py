@@ -1,0 +1,81 @@
+"""Smoke: an attention block lowers to a QnnBackend-only program for each SoC and runs.
+
+16a8w: the emulator's output must agree with the QDQ reference within a few quantisation steps
+(the simulator executes the same fixed-point graph) and lose no accuracy against fp32 beyond what
+the QDQ graph itself loses. fp16: lowers and runs, close to fp32.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import torch
+
+from pytest_qnn_genai import numerics, smoke
+from pytest_qnn_genai.lowering import run_method
+from pytest_qnn_genai.runtime.pte_info import inspect_pte
+
+# One 16-bit step is (output range) / 65535; the HTP kernels round a few ops differently from the
+# QDQ reference, so allow a handful of steps.
+MAX_QDQ_STEPS = 8
+# 16a8w QDQ of this block measures ~16 dB against fp32 (QnnQuantizer annotates the second matmul
+# input as 8-bit); the emulator may lose at most this much more.
+MAX_SQNR_LOSS_DB = 0.5
+MIN_FP16_SQNR_DB = 40.0
+
+
+@dataclass
+class Built:
+    quant: str
+    pte: Path
+    reference: dict[str, torch.Tensor]
+    output: torch.Tensor
+
+
+def _build(cache, target, quant: str) -> Built:
+    entry = cache.get_or_build(
+        "smoke-lower", smoke.spec(target, quant), lambda out: smoke.build(target, quant, out),
+        label=f"attention-{quant} {target.id}")
+    reference = torch.load(entry.file(smoke.REFERENCE))
+    output = run_method(entry.file(smoke.PTE), reference["inputs"])[0]
+    return Built(quant, entry.file(smoke.PTE), reference, output)
+
+
+@pytest.fixture(scope="session")
+def block_16a8w(qnn_cache, qnn_target) -> Built:
+    return _build(qnn_cache, qnn_target, "16a8w")
+
+
+@pytest.fixture(scope="session")
+def block_fp16(qnn_cache, qnn_target) -> Built:
+    return _build(qnn_cache, qnn_target, "fp16")
+
+
+@pytest.fixture(params=["16a8w", "fp16"])
+def any_block(request: pytest.FixtureRequest, block_16a8w: Built, block_fp16: Built) -> Built:
+    return {"16a8w": block_16a8w, "fp16": block_fp16}[request.param]
+
+
+def test_only_qnn_delegate(any_block: Built) -> None:
+    forward = inspect_pte(any_block.pte).methods["forward"]
+    assert forward.delegates == ("QnnBackend",)
+    assert forward.cpu_operators == ()
+
+
+def test_16a8w_matches_qdq_reference(block_16a8w: Built) -> None:
+    qdq, out = block_16a8w.reference["qdq"], block_16a8w.output
+    assert out.shape == qdq.shape
+    step = float(qdq.max() - qdq.min()) / 65535
+    assert numerics.max_abs(qdq, out) <= MAX_QDQ_STEPS * step
+
+
+def test_16a8w_accuracy_vs_fp32(block_16a8w: Built) -> None:
+    ref = block_16a8w.reference
+    qdq_sqnr = numerics.sqnr_db(ref["fp32"], ref["qdq"])
+    assert qdq_sqnr > 10.0, "the QDQ graph itself is broken"
+    assert numerics.sqnr_db(ref["fp32"], block_16a8w.output) >= qdq_sqnr - MAX_SQNR_LOSS_DB
+
+
+def test_fp16_lowers_and_runs_close_to_fp32(block_fp16: Built) -> None:
+    assert numerics.sqnr_db(block_fp16.reference["fp32"], block_fp16.output) >= MIN_FP16_SQNR_DB
