@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from pytest_qnn_genai import marks, options
+from pytest_qnn_genai import marks, options, progress
 from pytest_qnn_genai.cache import CacheStats
 from pytest_qnn_genai.fixtures import *  # noqa: F401,F403  (fixtures are registered from here)
 from pytest_qnn_genai.models import registry
@@ -25,12 +25,18 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     options.add_options(parser)
 
 
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_load_initial_conftests():  # noqa: ANN201 - runs before output capture starts
+    progress.remember_terminal()
+    return (yield)
+
+
 def pytest_configure(config: pytest.Config) -> None:
     marks.register(config)
     if config.option.help or config.option.version:
         return
     values = options.resolve(config.getoption, config.getini)
-    settings = options.Settings.from_values(values)
+    settings = options.Settings.from_values(values, config.rootpath)
     try:
         registry.select(list(settings.models))
     except registry.ModelCaseError as e:

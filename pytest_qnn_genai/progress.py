@@ -1,19 +1,37 @@
 """Progress lines for long work: what is being built, and how long it has taken so far."""
 from __future__ import annotations
 
-import sys
+import os
 import threading
 import time
 from contextlib import contextmanager
 from typing import Callable, Iterator
 
 Writer = Callable[[str], None]
+_terminal_fd: int | None = None
+
+
+def remember_terminal() -> None:
+    """Keep a duplicate of the process's stderr before pytest redirects it for output capture.
+
+    Progress lines are written there, so they reach the terminal while a test runs (also from a
+    heartbeat thread, and in pytest-xdist workers, whose stderr is the controller's).
+    """
+    global _terminal_fd
+    if _terminal_fd is None:
+        try:
+            _terminal_fd = os.dup(2)
+        except OSError:
+            _terminal_fd = None
 
 
 def stderr_writer(line: str) -> None:
-    """Write a progress line straight to the real stderr (visible even under output capture)."""
-    sys.__stderr__.write(line + "\n")
-    sys.__stderr__.flush()
+    """Write a progress line to the terminal's stderr, bypassing pytest's output capture."""
+    data = (line + "\n").encode(errors="replace")
+    try:
+        os.write(_terminal_fd if _terminal_fd is not None else 2, data)
+    except OSError:
+        pass  # progress is best effort: a closed terminal must not fail a build
 
 
 @contextmanager
