@@ -50,6 +50,10 @@ KNOBS: tuple[Knob, ...] = (
     Knob("models", "model cases to run, comma separated (default: all registered)", [],
          multiple=True, metavar="NAME,..."),
     Knob("nightly", "also run tests marked nightly", False, flag_kind="bool"),
+    Knob("qnn_update_golden", "rewrite golden files (continuations, perf floors) from this run, "
+         "printing the diff", False, flag_kind="bool"),
+    Knob("qnn_golden_dir", "folder of golden files (relative paths are taken from rootdir)",
+         "golden", metavar="DIR"),
     Knob("adb_host", "adb server HOST[:PORT]", None, metavar="HOST[:PORT]"),
     Knob("adb_path", "adb client binary", "adb", metavar="PATH"),
     Knob("runner", "qnn_llama_runner built for the phone", None, metavar="PATH"),
@@ -128,13 +132,15 @@ class Settings:
     rebuild: bool
     models: tuple[str, ...]
     nightly: bool
+    update_golden: bool
+    golden_dir: Path
     adb_host: str | None
     adb_path: str
     runner: str | None
     qnn_device_libs: str | None
 
     @classmethod
-    def from_values(cls, v: dict[str, Any]) -> "Settings":
+    def from_values(cls, v: dict[str, Any], rootdir: Path = Path(".")) -> "Settings":
         """Validate resolved knob values; bad values raise ``pytest.UsageError`` (one line)."""
         try:
             socs = tuple(dict.fromkeys(targets.soc(s) for s in v["soc"]))
@@ -145,7 +151,10 @@ class Settings:
         cache = Path(v["qnn_cache_dir"]).expanduser() if v["qnn_cache_dir"] else default_cache_dir()
         return cls(socs=socs, backend=v["backend"], devices=tuple(dict.fromkeys(v["device"])),
                    qnn_sdk=v["qnn_sdk"], cache_dir=cache.resolve(), rebuild=bool(v["qnn_rebuild"]),
-                   models=tuple(v["models"]), nightly=bool(v["nightly"]), adb_host=v["adb_host"],
+                   models=tuple(v["models"]), nightly=bool(v["nightly"]),
+                   update_golden=bool(v["qnn_update_golden"]),
+                   golden_dir=(rootdir / Path(v["qnn_golden_dir"]).expanduser()).resolve(),
+                   adb_host=v["adb_host"],
                    adb_path=v["adb_path"], runner=v["runner"],
                    qnn_device_libs=v["qnn_device_libs"])
 

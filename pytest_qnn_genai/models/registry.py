@@ -5,8 +5,9 @@ folder with its files and a ``case.json`` next to this module (see ``stories260k
 """
 from __future__ import annotations
 
+import hashlib
 import json
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +51,13 @@ class ModelCase:
     def files(self) -> dict[str, Path]:
         """The case's files by role."""
         return {a: self.path(a) for a in ("checkpoint", "params", "tokenizer_model", "tokenizer_bin")}
+
+    def fingerprint(self) -> dict[str, Any]:
+        """Everything that determines what the pipeline builds from this case (cache-key input)."""
+        spec = {k: v for k, v in asdict(self).items() if k != "folder"}
+        spec["file_sha256"] = {role: hashlib.sha256(p.read_bytes()).hexdigest()
+                               for role, p in self.files().items()}
+        return spec
 
 
 def load_case(folder: Path) -> ModelCase:
