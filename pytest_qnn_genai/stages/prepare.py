@@ -1,0 +1,187 @@
+"""Stage 1, prepare: a model case → eager fp32 static-LLaMA graphs, tokenizer and example inputs.
+
+This builds what the legacy flow's ``TextDecoder._prepare_model`` builds (executorch's
+``static_llama.LlamaModel`` with the checkpoint's wq/wk rows permuted for half-split RoPE,
+attention/feed-forward/linear layers rewritten as 1x1 convs), once per graph:
+
+- ``prefill_forward``: AR = ``case.prefill_ar_len``, a KV cache of ``max_context_len - AR`` slots;
+- ``kv_forward``: AR = 1 (the decode graph);
+- ``calibration``: AR = ``max_context_len`` with an empty KV cache, never lowered — the legacy
+  flow calibrates this graph and copies its encodings to the other two.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+
+from pytest_qnn_genai.models import llama2c
+from pytest_qnn_genai.models.registry import ModelCase
+
+PREFILL = "prefill_forward"
+DECODE = "kv_forward"
+CALIBRATION = "calibration"
+LOWERED_GRAPHS = (DECODE, PREFILL)  # executorch's DECODER_GRAPH_NAMES order
+
+
+def _static_llama() -> Any:
+    from pytest_qnn_genai.compat import torchtune
+
+    torchtune.install()
+    from executorch.examples.qualcomm.oss_scripts.llama.model import static_llama
+
+    return static_llama
+
+
+class UnsupportedCaseError(ValueError):
+    """A model case needs a legacy-flow feature the staged flow does not implement."""
+
+
+def check_case(case: ModelCase) -> None:
+    """Refuse cases whose legacy config needs more than this flow does (llama2.c + plain LlamaModel,
+    hybrid mode, one shard, no masked softmax / SpinQuant, wq/wk permuted)."""
+    import executorch.examples.qualcomm.oss_scripts.llama as llama_pkg
+
+    config = llama_pkg.SUPPORTED_LLM_MODELS.get(case.decoder_model)
+    problems = [] if config else [f"decoder_model {case.decoder_model!r} is unknown to executorch"]
+    if config:
+        wanted = {"num_sharding": 1, "masked_softmax": False, "r1": False, "r2": False,
+                  "r3": False, "transform_weight": True}
+        problems += [f"{k}={getattr(config, k)!r}" for k, v in wanted.items()
+                     if getattr(config, k) != v]
+        if case.decoder_model in llama_pkg.LLM_VARIANT_ARCHS:
+            problems.append("a LlamaModel variant architecture")
+    if case.model_mode != "hybrid":
+        problems.append(f"model_mode {case.model_mode!r}")
+    if problems:
+        raise UnsupportedCaseError(f"{case.name}: the staged flow does not support "
+                                   f"{', '.join(problems)}")
+
+
+def graph_ar_len(case: ModelCase, graph: str) -> int:
+    """Tokens per call of ``graph``."""
+    return {PREFILL: case.prefill_ar_len, DECODE: 1, CALIBRATION: case.max_context_len}[graph]
+
+
+def _model_args(case: ModelCase, graph: str) -> Any:
+    """``ModelArgs`` as the legacy ``process_model_args`` sets them for this graph (batch 1)."""
+    args = _static_llama().ModelArgs(**case.params_dict)
+    ar_len = graph_ar_len(case, graph)
+    args.max_batch_size = 1
+    args.max_seq_len = case.max_seq_len
+    args.max_context_len = case.max_context_len
+    args.use_kv_cache = case.max_context_len != ar_len or graph == CALIBRATION
+    args.enable_r3 = False
+    args.ar_len = ar_len
+    args.kv_io_bit_width = case.kv_io_bit_width
+    return args
+
+
+def _build_graph(case: ModelCase, graph: str,
+                 state_dict: dict[str, torch.Tensor]) -> torch.nn.Module:
+    from executorch.backends.qualcomm.utils.utils import convert_linear_to_conv2d
+
+    args = _model_args(case, graph)
+    model = _static_llama().LlamaModel(args, ar_len=args.ar_len, output_new_cache_only=True,
+                                       output_cache=True, use_i64_token=False)
+    model.load_state_dict({k: v.clone() for k, v in state_dict.items()}, strict=True)
+    for layer in model.layers:
+        if getattr(layer.attention, "prepare_attention_conv", None):
+            layer.attention.prepare_attention_conv()
+        if getattr(layer.feed_forward, "prepare_feedforward_conv", None):
+            layer.feed_forward.prepare_feedforward_conv()
+    return convert_linear_to_conv2d(model).to(torch.float32).eval()
+
+
+def flat_inputs(example: tuple) -> tuple:
+    """``get_example_inputs()`` → the positional export inputs (tokens, *masks, pos, *k, *v)."""
+    tokens, masks, *rest = example
+    out = [tokens, *masks]
+    if rest:
+        pos, k_caches, v_caches = rest
+        out += [pos, *k_caches, *v_caches]
+    return tuple(out)
+
+
+@dataclass
+class PreparedModel:
+    """A model case ready for quantization: eager fp32 graphs, tokenizer, example inputs."""
+
+    case: ModelCase
+    params: dict[str, Any]
+    metadata: dict[str, Any]  # the decode graph's constant methods (before quantization)
+    graph_metadata: dict[str, dict[str, Any]]  # get_metadata() of every graph
+    graphs: dict[str, torch.nn.Module]
+    example_inputs: dict[str, tuple]
+    tokenizer: Any  # pytorch_tokenizers Llama2cTokenizer (SentencePiece), as the legacy flow uses
+    calibration_mask: Any = field(repr=False, default=None)  # the calibration graph's AttentionMask
+
+    def encode(self, text: str, bos: bool = True) -> list[int]:
+        """Token ids of ``text`` (with BOS by default, as calibration and the runner use)."""
+        return list(self.tokenizer.encode(text, bos=bos, eos=False))
+
+    def calibration_batches(self, prompts: tuple[str, ...] | list[str]) -> list[tuple]:
+        """Calibration-graph inputs per prompt chunk, as legacy calibration builds them."""
+        return calibration_batches(self, [self.encode(p) for p in prompts])
+
+    @torch.no_grad()
+    def reference_logits(self, tokens: list[int]) -> np.ndarray:
+        """fp32 logits ``[len(tokens), vocab]`` of the calibration graph (one causal pass)."""
+        return run_calibration_graph(self.graphs[CALIBRATION], self, tokens)
+
+
+def calibration_batches(prepared: PreparedModel, sequences: list[list[int]]) -> list[tuple]:
+    """Pad each ``max_context_len`` chunk, mask its padding rows, add positions and empty caches."""
+    from executorch.examples.qualcomm.oss_scripts.llama.masking_utils import AttentionMask
+
+    ctx = prepared.case.max_context_len
+    _tokens, _mask, pos, *caches = prepared.example_inputs[CALIBRATION]
+    batches = []
+    for seq in sequences:
+        for start in range(0, len(seq), ctx):
+            chunk = seq[start:start + ctx]
+            mask = AttentionMask.from_input_ids(prepared.calibration_mask, [chunk], ctx)
+            tokens = torch.zeros(1, ctx, dtype=torch.int32)
+            tokens[0, :len(chunk)] = torch.tensor(chunk, dtype=torch.int32)
+            positions = torch.arange(ctx, dtype=torch.int32).unsqueeze(0)
+            batches.append((tokens, *(m.mask for m in mask.masks), positions, *caches))
+    return batches
+
+
+def run_calibration_graph(module: Any, prepared: PreparedModel, tokens: list[int]) -> np.ndarray:
+    """Logits ``[len(tokens), vocab]`` of a calibration-shaped graph (eager or QDQ)."""
+    ctx = prepared.case.max_context_len
+    if not 0 < len(tokens) <= ctx:
+        raise ValueError(f"need 1..{ctx} tokens, got {len(tokens)}")
+    (inputs,) = calibration_batches(prepared, [list(tokens)])
+    with torch.no_grad():
+        logits = module(*inputs)[0]
+    return logits[0, :len(tokens)].detach().float().numpy()
+
+
+def prepare(case: ModelCase) -> PreparedModel:
+    """Load ``case``'s checkpoint and tokenizer and build its static-LLaMA graphs (fp32, eager)."""
+    # executorch (hence torchao) before sentencepiece: once the QNN SDK is active, importing torchao
+    # after sentencepiece segfaults (QAIRT's libc++ is loaded globally by sdk.activate).
+    _static_llama()
+    check_case(case)
+    from pytorch_tokenizers import get_tokenizer
+
+    params = case.params_dict
+    state_dict = llama2c.to_static_llama_state_dict(
+        llama2c.load_checkpoint(case.path("checkpoint"), params), params)
+    graphs, examples, graph_meta, cal_mask = {}, {}, {}, None
+    torch.manual_seed(0)  # get_example_inputs draws random tokens; keep them reproducible
+    for name in (DECODE, PREFILL, CALIBRATION):
+        model = _build_graph(case, name, state_dict)
+        example = model.get_example_inputs()
+        graphs[name], examples[name] = model, flat_inputs(example)
+        graph_meta[name] = model.get_metadata()
+        if name == CALIBRATION:
+            cal_mask = example[1]
+    return PreparedModel(case=case, params=params, metadata=dict(graph_meta[DECODE]),
+                         graph_metadata=graph_meta, graphs=graphs, example_inputs=examples,
+                         tokenizer=get_tokenizer(str(case.path("tokenizer_model"))),
+                         calibration_mask=cal_mask)

@@ -1,0 +1,68 @@
+"""Which executorch quant recipe a model case uses: the one the legacy llama.py applies to it.
+
+The legacy flow picks the recipe by ``--decoder_model``
+(``SUPPORTED_LLM_MODELS[name].quant_recipe``, e.g. ``LlamaStories260KQuantRecipe`` for stories260k:
+16a4w per-channel convs, 16a8w ``output.conv``, 8-bit KV IO through ``annotate_kv_8bit``).
+A case's ``quant_recipe`` label ("16a4w") and ``kv_io_bit_width`` must agree with that recipe, so a
+case file cannot silently describe a quantization the pipeline does not apply.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from pytest_qnn_genai.models.registry import ModelCase
+
+
+class RecipeError(ValueError):
+    """A model case's quant recipe label does not match what the pipeline would apply."""
+
+
+def _llama_package() -> Any:
+    from pytest_qnn_genai.compat import torchtune
+
+    torchtune.install()
+    import executorch.examples.qualcomm.oss_scripts.llama as llama_pkg
+
+    return llama_pkg
+
+
+def recipe_class(case: ModelCase) -> type:
+    """The executorch ``StaticLLMQuantRecipe`` subclass the legacy flow uses for ``case``."""
+    configs = _llama_package().SUPPORTED_LLM_MODELS
+    if case.decoder_model not in configs:
+        raise RecipeError(f"{case.name}: decoder_model {case.decoder_model!r} is not an executorch "
+                          f"static LLM (known: {', '.join(sorted(configs))})")
+    cls = configs[case.decoder_model].quant_recipe
+    if cls is None:
+        raise RecipeError(f"{case.name}: executorch has no quant recipe for {case.decoder_model!r}")
+    return cls
+
+
+def dtype_label(recipe: Any) -> str:
+    """``QuantDtype.use_16a4w`` → ``"16a4w"``."""
+    return recipe.default_quant_dtype.name.removeprefix("use_")
+
+
+def make_recipe(case: ModelCase, verbose: bool = False) -> Any:
+    """A fresh recipe instance for ``case`` (one per graph, as the legacy flow does), checked."""
+    recipe = recipe_class(case)(verbose)
+    label = dtype_label(recipe)
+    if label != case.quant_recipe:
+        raise RecipeError(f"{case.name}: case.json says quant_recipe {case.quant_recipe!r} but "
+                          f"{type(recipe).__name__} quantizes {label!r}")
+    if recipe.get_kv_io_bit_width() != case.kv_io_bit_width:
+        raise RecipeError(f"{case.name}: case.json says kv_io_bit_width {case.kv_io_bit_width} but "
+                          f"{type(recipe).__name__} gives {recipe.get_kv_io_bit_width()}")
+    return recipe
+
+
+def describe(recipe: Any) -> dict[str, Any]:
+    """The recipe as readable data (for ``qdq.json``)."""
+    return {
+        "class": f"{type(recipe).__module__}.{type(recipe).__qualname__}",
+        "default_quant_dtype": dtype_label(recipe),
+        "kv_io_bit_width": recipe.get_kv_io_bit_width(),
+        "logits_output_bit_width": recipe.get_logits_output_bit_width(),
+        "custom_quant_annotations": [getattr(f, "__name__", repr(f))
+                                     for f in recipe.recipe.custom_quant_annotations],
+    }
