@@ -58,7 +58,8 @@ def update(path: Path, new: Continuation, *, allow_write: bool) -> str:
     """Write ``new`` atomically (only with ``allow_write``); return a unified diff of the change."""
     if not allow_write:
         raise PermissionError(f"{path}: golden files change only with --qnn-update-golden")
-    text = json.dumps(asdict(new), indent=1) + "\n"
+    fields = asdict(new)
+    text = "{\n" + ",\n".join(f" {json.dumps(k)}: {json.dumps(v)}" for k, v in fields.items()) + "\n}\n"
     old = path.read_text() if path.is_file() else ""
     if old == text:
         return ""

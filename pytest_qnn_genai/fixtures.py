@@ -9,11 +9,16 @@ import pytest
 
 from pytest_qnn_genai import versions
 from pytest_qnn_genai.cache import ArtifactCache
+from pytest_qnn_genai.models.registry import ModelCase
 from pytest_qnn_genai.options import Settings
+from pytest_qnn_genai.pipeline import Pipeline
+from pytest_qnn_genai.results import RunResult
 from pytest_qnn_genai.sdk import QnnSdk, activate
 from pytest_qnn_genai.stash import CACHE, REBUILD_BEFORE, sdk_of, settings_of
+from pytest_qnn_genai.targets import Target
 
-__all__ = ["qnn_settings", "qnn_sdk", "qnn_cache"]
+__all__ = ["qnn_settings", "qnn_sdk", "qnn_cache", "qnn_pipeline", "qnn_model", "qnn_qdq",
+           "qnn_pte", "qnn_run"]
 
 
 @pytest.fixture(scope="session")
@@ -38,3 +43,33 @@ def qnn_cache(request: pytest.FixtureRequest, qnn_settings: Settings,
                           rebuild_before=request.config.stash.get(REBUILD_BEFORE, None))
     request.config.stash[CACHE] = cache
     return cache
+
+
+@pytest.fixture(scope="session")
+def qnn_pipeline(qnn_cache: ArtifactCache) -> Pipeline:
+    """The staged pipeline wired to the session's cache."""
+    return Pipeline(qnn_cache)
+
+
+@pytest.fixture(scope="session")
+def qnn_model(qnn_pipeline: Pipeline, qnn_case: ModelCase):  # -> stages.prepare.PreparedModel
+    """Stage prepare: the model case as eager fp32 static-LLaMA graphs, tokenizer, inputs."""
+    return qnn_pipeline.prepared(qnn_case)
+
+
+@pytest.fixture(scope="session")
+def qnn_qdq(qnn_pipeline: Pipeline, qnn_case: ModelCase, qnn_target: Target):
+    """Stage quantize (cached): the QDQ graphs for the target (``QdqArtifacts``)."""
+    return qnn_pipeline.qdq(qnn_case, qnn_target)
+
+
+@pytest.fixture(scope="session")
+def qnn_pte(qnn_pipeline: Pipeline, qnn_case: ModelCase, qnn_target: Target):
+    """Stage compile (cached): the hybrid .pte for the target (``PteArtifacts``)."""
+    return qnn_pipeline.pte(qnn_case, qnn_target)
+
+
+@pytest.fixture(scope="session")
+def qnn_run(qnn_pipeline: Pipeline, qnn_case: ModelCase, qnn_target: Target) -> RunResult:
+    """Stage run: greedy generation of the case's eval prompt on the target."""
+    return qnn_pipeline.run(qnn_case, qnn_target)

@@ -24,3 +24,25 @@ def qnn_env(monkeypatch: pytest.MonkeyPatch, emulator_sdk_root: Path, tmp_path: 
     monkeypatch.setenv("QNN_SDK_ROOT", str(emulator_sdk_root))
     monkeypatch.setenv("QNN_GENAI_CACHE_DIR", str(tmp_path / "cache"))
     return tmp_path / "cache"
+
+
+@pytest.fixture(scope="session")
+def case():  # -> ModelCase
+    """The shipped, trained default model case."""
+    from pytest_qnn_genai.models.registry import available
+
+    return available()["stories260k"]
+
+
+@pytest.fixture(scope="session")
+def sm8650_emulator():  # -> Target
+    """SM8650 / HTP on the x86 emulator: the target the plugin's own tests build for."""
+    from pytest_qnn_genai.targets import Target, soc
+
+    return Target(soc("SM8650"))
+
+
+@pytest.fixture(scope="session")
+def legacy(qnn_pipeline, qnn_sdk, case, sm8650_emulator):  # -> LegacyArtifacts
+    """The legacy llama.py build of the default model (a cache entry shared with the suites)."""
+    return qnn_pipeline.legacy(case, sm8650_emulator)

@@ -30,6 +30,7 @@ LLAMA_BACKENDS = ("htp", "gpu")  # llama.py's compile() raises ValueError for an
 EMULATOR_BACKENDS = ("htp",)  # the x86 emulator is the HTP simulator
 PROBE_TIMEOUT_S = 300.0
 LOG_TAIL_LINES = 25
+RECORD = "legacy.json"
 KILL_GRACE_S = 5.0
 _PROBE_MARK = "@@pytest-qnn-genai-parser@@"
 _PKG_PARENT = str(Path(pytest_qnn_genai.__file__).resolve().parent.parent)
@@ -95,6 +96,21 @@ class LegacyArtifacts:
     wall_s: float
     argv: tuple[str, ...]
     peak_rss_mb: float | None = None  # of the llama.py process (None if not measurable)
+
+    def save(self, out_dir: Path) -> None:
+        """Record the run in ``out_dir/legacy.json`` (file names relative to ``out_dir``)."""
+        (out_dir / RECORD).write_text(json.dumps({
+            "pte": self.pte.name, "decode_qdq": self.decode_qdq.name, "log": self.log.name,
+            "wall_s": self.wall_s, "argv": list(self.argv), "peak_rss_mb": self.peak_rss_mb},
+            indent=1))
+
+    @classmethod
+    def load(cls, out_dir: Path) -> "LegacyArtifacts":
+        """The run recorded in ``out_dir`` (e.g. a cache entry's folder)."""
+        data = json.loads((out_dir / RECORD).read_text())
+        return cls(pte=out_dir / data["pte"], decode_qdq=out_dir / data["decode_qdq"],
+                   log=out_dir / data["log"], wall_s=data["wall_s"], argv=tuple(data["argv"]),
+                   peak_rss_mb=data["peak_rss_mb"])
 
 
 @dataclass(frozen=True)
@@ -384,5 +400,7 @@ def build_legacy(case: ModelCase, target: Target, out_dir: Path, timeout_s: floa
         raise LegacyFlowError(
             f"legacy llama.py exited 0 but did not write {', '.join(missing)} in {out_dir} "
             f"(found: {', '.join(found) or 'nothing'}). Last lines of {log}:\n{_tail(log)}")
-    return LegacyArtifacts(pte=pte, decode_qdq=qdq, log=log, wall_s=done.wall_s,
-                           argv=tuple(argv), peak_rss_mb=done.peak_rss_mb)
+    artifacts = LegacyArtifacts(pte=pte, decode_qdq=qdq, log=log, wall_s=done.wall_s,
+                                argv=tuple(argv), peak_rss_mb=done.peak_rss_mb)
+    artifacts.save(out_dir)
+    return artifacts

@@ -1,0 +1,25 @@
+"""Gate-suite fixtures: references derived from the pipeline's cached stages."""
+from __future__ import annotations
+
+import pytest
+
+from pytest_qnn_genai.pipeline import Reference
+
+
+@pytest.fixture(scope="session")
+def fp32_reference(qnn_pipeline, qnn_case, qnn_run) -> Reference:
+    """The fp32 model's greedy continuation of the same prompt tokens the emulator ran."""
+    return qnn_pipeline.fp32_reference(qnn_case, qnn_run.prompt_tokens)
+
+
+@pytest.fixture(scope="session")
+def qdq_on_fp32_tokens(qnn_pipeline, qnn_case, qnn_target, fp32_reference):
+    """QDQ logits, teacher-forced on the fp32 continuation."""
+    return qnn_pipeline.qdq_logits(qnn_case, qnn_target, fp32_reference.prompt_tokens,
+                                   fp32_reference.tokens)
+
+
+@pytest.fixture(scope="session")
+def qdq_on_run_tokens(qnn_pipeline, qnn_case, qnn_target, qnn_run):
+    """QDQ logits, teacher-forced on the tokens the target generated."""
+    return qnn_pipeline.qdq_logits(qnn_case, qnn_target, qnn_run.prompt_tokens, qnn_run.tokens)
