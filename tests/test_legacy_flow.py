@@ -56,7 +56,9 @@ def test_build_writes_the_pte_and_the_qdq_reference(legacy: LegacyArtifacts) -> 
         assert flag in argv
     assert argv[argv.index("--soc_model") + 1] == "SM8650"
     assert argv[argv.index("--model_mode") + 1] == "hybrid"
-    calib = json.loads(Path(argv[argv.index("--calib_samples") + 1]).read_text())
+    # the build ran in a temporary folder that the cache renamed into place: same file names
+    calib_name = Path(argv[argv.index("--calib_samples") + 1]).name
+    calib = json.loads((legacy.pte.parent / calib_name).read_text())
     assert calib and calib[0]["messages"][0]["role"] == "user"
     assert legacy.wall_s > 0
     assert legacy.peak_rss_mb is not None and legacy.peak_rss_mb > 100
