@@ -155,7 +155,8 @@ def save_checkpoint(model: Transformer, path: str | Path) -> None:
 
 
 def load_checkpoint(path: str | Path, params: dict[str, Any]) -> dict[str, torch.Tensor]:
-    """The checkpoint's state dict (``_orig_mod.`` stripped), every tensor checked against ``params``."""
+    """The checkpoint's state dict (``_orig_mod.`` stripped), each tensor checked against ``params``
+    (a mismatch raises :class:`ModelCaseError` with one line naming the key)."""
     try:
         ckpt = torch.load(path, weights_only=True, map_location="cpu")
     except Exception as e:  # noqa: BLE001 - any unreadable file is one kind of error here
@@ -168,7 +169,8 @@ def load_checkpoint(path: str | Path, params: dict[str, Any]) -> dict[str, torch
     missing, extra = sorted(want.keys() - sd.keys()), sorted(sd.keys() - want.keys())
     if missing or extra:
         raise ModelCaseError(
-            f"{path}: checkpoint keys do not match params: missing {missing[:3]}, unexpected {extra[:3]}")
+            f"{path}: checkpoint keys do not match params: missing {missing[:3]}, "
+            f"unexpected {extra[:3]}")
     for key, shape in want.items():
         got = list(sd[key].shape) if isinstance(sd[key], torch.Tensor) else type(sd[key]).__name__
         if got != list(shape):
@@ -216,6 +218,6 @@ def greedy(model: Transformer, ids: list[int], n: int, eos_id: int = 2) -> list[
 
 
 def greedy_fp32(case: ModelCase, prompt: str, n: int) -> list[int]:
-    """fp32 reference: ``n`` greedy token ids after ``bos + encode(prompt)``, with this module's model."""
+    """fp32 reference: ``n`` greedy token ids after ``bos + encode(prompt)`` (this module's model)."""
     sp = spm.SentencePieceProcessor(model_file=str(case.path("tokenizer_model")))
     return greedy(load_model(case), [sp.bos_id()] + sp.encode(prompt), n, sp.eos_id())

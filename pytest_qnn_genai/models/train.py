@@ -53,7 +53,8 @@ class Config:
     n_held_out: int = 256
 
 
-def train_tokenizer(stories: list[str], model_file: Path, vocab_size: int) -> spm.SentencePieceProcessor:
+def train_tokenizer(stories: list[str], model_file: Path,
+                    vocab_size: int) -> spm.SentencePieceProcessor:
     """SentencePiece BPE with llama2.c's ``train_vocab`` options (bos 1, eos 2, unk 0)."""
     model = io.BytesIO()  # in memory, so no temporary path is recorded in the model
     spm.SentencePieceTrainer.train(
@@ -79,7 +80,8 @@ def token_stream(sp: spm.SentencePieceProcessor, stories: list[str],
     return torch.tensor(ids, dtype=torch.long), torch.tensor(starts, dtype=torch.long)
 
 
-def batch(stream: torch.Tensor, starts: torch.Tensor, seq_len: int) -> tuple[torch.Tensor, torch.Tensor]:
+def batch(stream: torch.Tensor, starts: torch.Tensor,
+          seq_len: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Inputs and next-token targets for windows of ``stream`` beginning at ``starts``."""
     idx = starts[:, None] + torch.arange(seq_len + 1)
     w = stream[idx]
@@ -212,7 +214,8 @@ def run(cfg: Config) -> dict[str, object]:
     stories = corpus.generate(cfg.n_stories, cfg.seed)
     held_out = corpus.generate(cfg.n_held_out, cfg.seed + 1)
     sp = train_tokenizer(stories, cfg.out / CASE["tokenizer_model"], PARAMS["vocab_size"])
-    Llama2cTokenizer(str(cfg.out / CASE["tokenizer_model"])).export(str(cfg.out / CASE["tokenizer_bin"]))
+    tokenizer_bin = str(cfg.out / CASE["tokenizer_bin"])
+    Llama2cTokenizer(str(cfg.out / CASE["tokenizer_model"])).export(tokenizer_bin)
     stream, starts = token_stream(sp, stories, cfg.seq_len)
     t1 = time.time()
     model, log = train_model(cfg, stream, starts)
