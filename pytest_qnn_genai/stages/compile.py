@@ -172,33 +172,3 @@ def compile_pte(qdq: QdqArtifacts, target: Target, out_dir: Path) -> PteArtifact
     artifacts = {TEXT_DECODER: pte}
     (out_dir / ARTIFACTS_JSON).write_text(json.dumps(artifacts, indent=1))
     return PteArtifacts(out_dir, artifacts, spec)
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``python -m pytest_qnn_genai.stages.compile QDQ_DIR OUT_DIR --soc SM8650``: compile in a
-    process of its own (it activates ``$QNN_SDK_ROOT``, or the emulator SDK in ``--sdk-cache``)."""
-    import argparse
-
-    from pytest_qnn_genai.targets import EMULATOR, soc
-
-    parser = argparse.ArgumentParser(prog="python -m pytest_qnn_genai.stages.compile")
-    parser.add_argument("qdq_dir", type=Path)
-    parser.add_argument("out_dir", type=Path)
-    parser.add_argument("--soc", default="SM8650")
-    parser.add_argument("--backend", default="htp")
-    parser.add_argument("--device", default=EMULATOR)
-    parser.add_argument("--sdk-cache", type=Path, default=Path("/tmp/qg-cache"))
-    args = parser.parse_args(argv)
-    import executorch.exir  # noqa: F401  (torchao and executorch before the QNN libraries)
-
-    from pytest_qnn_genai.sdk import activate, resolve_sdk
-
-    activate(resolve_sdk(None, args.sdk_cache))
-    target = Target(soc(args.soc), args.backend, args.device)
-    art = compile_pte(QdqArtifacts.load(args.qdq_dir), target, args.out_dir)
-    print(json.dumps({"pte": str(art.pte), "bytes": art.pte.stat().st_size}))
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

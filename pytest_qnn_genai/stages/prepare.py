@@ -42,6 +42,7 @@ class UnsupportedCaseError(ValueError):
 def check_case(case: ModelCase) -> None:
     """Refuse cases whose legacy config needs more than this flow does (llama2.c + plain LlamaModel,
     hybrid mode, one shard, no masked softmax / SpinQuant, wq/wk permuted)."""
+    _static_llama()  # installs the torchtune stand-in the package import needs
     import executorch.examples.qualcomm.oss_scripts.llama as llama_pkg
 
     config = llama_pkg.SUPPORTED_LLM_MODELS.get(case.decoder_model)
@@ -163,9 +164,6 @@ def run_calibration_graph(module: Any, prepared: PreparedModel, tokens: list[int
 
 def prepare(case: ModelCase) -> PreparedModel:
     """Load ``case``'s checkpoint and tokenizer and build its static-LLaMA graphs (fp32, eager)."""
-    # executorch (hence torchao) before sentencepiece: once the QNN SDK is active, importing torchao
-    # after sentencepiece segfaults (QAIRT's libc++ is loaded globally by sdk.activate).
-    _static_llama()
     check_case(case)
     from pytorch_tokenizers import get_tokenizer
 
