@@ -1,0 +1,86 @@
+"""Parity-suite fixtures: each flow's artifacts, program signatures and emulator runs for the same
+model case × target, the session's parity table, and syrupy snapshots under golden/snapshots/."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pytest_qnn_genai import parity
+from pytest_qnn_genai.flows import get_flow
+from pytest_qnn_genai.plugin import PARITY_TABLE
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # Snapshot ids carry the model case and target, so a narrower run (-k, --soc, --models) or an
+    # xdist worker leaves snapshots unused: report them, never fail the run for them.
+    if hasattr(config.option, "warn_unused_snapshots"):
+        config.option.warn_unused_snapshots = True
+
+
+_EXTENSIONS: dict[Path, type] = {}
+
+
+def golden_extension(folder: Path) -> type:
+    """An amber extension storing its ``.ambr`` files in ``folder`` (one class per folder)."""
+    if folder not in _EXTENSIONS:
+        from syrupy.extensions.amber import AmberSnapshotExtension
+
+        class GoldenAmberExtension(AmberSnapshotExtension):
+            @classmethod
+            def dirname(cls, *, test_location) -> str:  # noqa: ANN001
+                return str(folder)
+
+        _EXTENSIONS[folder] = GoldenAmberExtension
+    return _EXTENSIONS[folder]
+
+
+@pytest.fixture
+def snapshot(snapshot, qnn_settings):  # noqa: ANN001 - syrupy's SnapshotAssertion
+    """syrupy's snapshot, stored in ``<golden dir>/snapshots`` (update with --snapshot-update)."""
+    return snapshot.use_extension(golden_extension(qnn_settings.golden_dir / "snapshots"))
+
+
+@pytest.fixture(scope="session")
+def parity_table(request: pytest.FixtureRequest) -> parity.ParityTable:
+    """The session's parity table (printed in the terminal summary)."""
+    return request.config.stash[PARITY_TABLE]
+
+
+@pytest.fixture(scope="session")
+def legacy_artifacts(qnn_pipeline, qnn_sdk, qnn_case, qnn_target):  # -> FlowArtifacts
+    return get_flow("legacy").build(qnn_pipeline, qnn_case, qnn_target)
+
+
+@pytest.fixture(scope="session")
+def new_artifacts(qnn_pipeline, qnn_sdk, qnn_case, qnn_target):  # -> FlowArtifacts
+    return get_flow("new").build(qnn_pipeline, qnn_case, qnn_target)
+
+
+@pytest.fixture(scope="session")
+def legacy_signature(legacy_artifacts) -> parity.Signature:
+    return parity.program_signature(legacy_artifacts.pte)
+
+
+@pytest.fixture(scope="session")
+def new_signature(new_artifacts) -> parity.Signature:
+    return parity.program_signature(new_artifacts.pte)
+
+
+def _run(artifacts, case, target):  # -> RunResult
+    from pytest_qnn_genai.stages.run import run
+
+    if not target.is_emulator:
+        pytest.skip(f"{target.id}: the parity runs use the host emulator runner")
+    return run(artifacts.pte, case.path("tokenizer_model"), case.eval_prompt, target,
+               case.max_new_tokens)
+
+
+@pytest.fixture(scope="session")
+def legacy_run(legacy_artifacts, qnn_case, qnn_target):
+    return _run(legacy_artifacts, qnn_case, qnn_target)
+
+
+@pytest.fixture(scope="session")
+def new_run(new_artifacts, qnn_case, qnn_target):
+    return _run(new_artifacts, qnn_case, qnn_target)

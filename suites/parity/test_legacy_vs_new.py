@@ -1,0 +1,60 @@
+"""Legacy (executorch's llama.py) vs new (the staged pipeline): same model case, same target.
+
+If these hold for every case × target, the legacy flow can be deleted: the new flow builds a
+program with the same interface (methods, constants, IO), the same quantisation encodings (each
+tensor within one quantisation step) and the same behaviour on the emulator (logits, greedy
+tokens), at a comparable size.
+"""
+from __future__ import annotations
+
+import pytest
+
+from pytest_qnn_genai import parity
+
+pytestmark = [pytest.mark.parity, pytest.mark.flow("legacy", "new")]
+
+
+def _record(table: parity.ParityTable, checks, case, target) -> None:  # noqa: ANN001
+    table.add(checks, prefix=f"[{case.name} {target.id}] ")
+
+
+def test_build_times_and_sizes(legacy_artifacts, new_artifacts, parity_table, qnn_case,
+                               qnn_target) -> None:
+    size = parity.compare_pte_size(legacy_artifacts.pte_bytes, new_artifacts.pte_bytes)
+    build = parity.Check("build s (cache manifests)", legacy_artifacts.total_build_s,
+                         new_artifacts.total_build_s,
+                         f"{new_artifacts.total_build_s - legacy_artifacts.total_build_s:+.1f}s "
+                         f"{new_artifacts.build_s}", ok=True)
+    _record(parity_table, [build, size], qnn_case, qnn_target)
+    assert size.ok, parity.failures([size])
+
+
+def test_same_methods_constants_and_io(legacy_signature, new_signature, parity_table, qnn_case,
+                                       qnn_target) -> None:
+    checks = parity.compare_signatures(legacy_signature, new_signature)
+    _record(parity_table, checks, qnn_case, qnn_target)
+    assert all(c.ok for c in checks), parity.failures(checks)
+
+
+def test_qdq_encodings_within_one_step(legacy_artifacts, new_artifacts, parity_table, qnn_case,
+                                       qnn_target) -> None:
+    legacy_ep = parity.load_qdq(legacy_artifacts.qdq_graph)
+    new_ep = parity.load_qdq(new_artifacts.qdq_graph)
+    sig = lambda ep: [tuple(p.meta["val"].shape) for p in ep.graph.nodes  # noqa: E731
+                      if p.op == "placeholder" and p.name in ep.graph_signature.user_inputs]
+    assert sig(legacy_ep) == sig(new_ep), "legacy decode_qdq.pt2 is not the calibration graph"
+    report = parity.compare_encodings(parity.qdq_encodings(legacy_ep),
+                                      parity.qdq_encodings(new_ep))
+    checks = report.checks()
+    _record(parity_table, checks, qnn_case, qnn_target)
+    print(report.table())
+    assert report.ok, parity.failures(checks[:1] if not checks[0].ok else checks[1:])
+
+
+@pytest.mark.emulator
+def test_same_outputs_on_the_emulator(legacy_run, new_run, parity_table, qnn_case,
+                                      qnn_target) -> None:
+    assert legacy_run.prompt_tokens == new_run.prompt_tokens
+    checks = parity.compare_runs(legacy_run, new_run)
+    _record(parity_table, checks, qnn_case, qnn_target)
+    assert all(c.ok for c in checks), parity.failures(checks)
