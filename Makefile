@@ -31,5 +31,13 @@ test: install adb
 	@$(PY) -m pytest tests suites --soc $(SOC) $(PYTEST_ARGS); rc=$$?; \
 	  if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests (exit 5)" >&2; fi; exit $$rc
 
+# Every suite with --nightly, the report into reports/<date>/ (trend over earlier nights, changes
+# against the newest earlier night); the pytest-benchmark JSON goes next to it.
+REPORTS ?= reports
+nightly: install
+	@day=$$(date -u +%F); mkdir -p $(REPORTS)/$$day; \
+	  $(PY) -m pytest suites --soc $(SOC) --nightly --qnn-report $(REPORTS) \
+	    --benchmark-json $(REPORTS)/$$day/benchmark.json $(PYTEST_ARGS)
+
 clean:
 	rm -rf $(VENV) build *.egg-info

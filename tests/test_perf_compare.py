@@ -101,7 +101,7 @@ class FakeMachine:
 def test_interleave_alternates_after_discarded_warmup() -> None:
     m = FakeMachine()
     a, b = interleave(m.runner("A", 0.001), m.runner("B", 0.001), rounds=3, warmup=2)
-    assert m.calls == ["A", "B"] * 5
+    assert m.calls == ["A", "B"] * 2 + ["A", "B", "B", "A", "A", "B"]  # warm-up, then ABBA
     assert len(a) == len(b) == 3
 
 

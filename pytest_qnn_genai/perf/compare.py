@@ -150,7 +150,12 @@ def relative_gate(a_figures: Sequence[float], b_figures: Sequence[float],
 
 def interleave(run_a: Callable[[], float], run_b: Callable[[], float], rounds: int,
                warmup: int = 1) -> tuple[list[float], list[float]]:
-    """Call A, B, A, B, ...: ``warmup`` discarded pairs, then ``rounds`` recorded pairs."""
+    """Alternate A and B: ``warmup`` discarded pairs, then ``rounds`` recorded pairs.
+
+    Recorded pairs run in ABBA order (A B, B A, A B, ...), so neither contender always runs
+    second (right after the other warmed or cooled the caches): order effects cancel and slow
+    drift of the machine hits both alike.
+    """
     if rounds < 1 or warmup < 0:
         raise ValueError(f"interleave: need rounds >= 1 and warmup >= 0, got rounds={rounds} "
                          f"warmup={warmup}")
@@ -159,7 +164,11 @@ def interleave(run_a: Callable[[], float], run_b: Callable[[], float], rounds: i
         run_b()
     a: list[float] = []
     b: list[float] = []
-    for _ in range(rounds):
-        a.append(run_a())
-        b.append(run_b())
+    for i in range(rounds):
+        if i % 2:
+            b.append(run_b())
+            a.append(run_a())
+        else:
+            a.append(run_a())
+            b.append(run_b())
     return a, b

@@ -1,0 +1,316 @@
+"""Measured generation rounds for the perf gate: pytest-benchmark wiring, minimum work, A/B gates.
+
+A *generation* is a zero-argument callable returning :class:`PerfStats` (one greedy generation of
+a fixed workload). :func:`measure` runs it after a warm-up for ``rounds`` rounds and then tops up
+with more rounds (bounded) until the pooled work meets the minimum (:mod:`.minimum`), so a figure
+is never skipped for resting on too little work. :class:`QnnBenchmark` does the same through
+pytest-benchmark's ``benchmark.pedantic`` when the plugin is active and with its own loop when
+pytest-benchmark is disabled (``--benchmark-disable``, or ``-n N`` where it disables itself).
+:func:`ab_gate` runs two contenders interleaved (A B, B A, A B, ...) and gates
+median(B)/median(A).
+
+On the emulator every .pte runs through :class:`~pytest_qnn_genai.runtime.host_runner.HybridRunner`
+(the only safe way to load a QNN .pte twice in one process).
+"""
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+from pytest_qnn_genai.perf.compare import GateVerdict, interleave, relative_gate
+from pytest_qnn_genai.perf.minimum import Work, check_minimum, measured_work
+from pytest_qnn_genai.results import PerfStats
+
+Generate = Callable[[], PerfStats]
+PERF_MAX_NEW_TOKENS = 24
+GATED = ("prefill_tok_s", "decode_tok_s")
+# extra_info key -> PerfStats attribute (medians over the measured rounds)
+EXTRA_INFO = {"prompt_tok_s": "prefill_tok_s", "decode_tok_s": "decode_tok_s",
+              "ttft_s": "ttft_s", "load_s": "model_load_s", "prompt_tokens": "prompt_tokens",
+              "generated_tokens": "generated_tokens"}
+# record figure -> PerfStats attribute (golden vocabulary: prefill_tok_s, decode_tok_s)
+FIGURES = {"prefill_tok_s": "prefill_tok_s", "decode_tok_s": "decode_tok_s", "ttft_s": "ttft_s",
+           "load_s": "model_load_s"}
+
+
+@dataclass(frozen=True)
+class Workload:
+    """What one measured round generates: a prompt and a fixed number of new tokens."""
+
+    prompt: str
+    max_new_tokens: int = PERF_MAX_NEW_TOKENS
+
+    @classmethod
+    def for_case(cls, case: Any) -> Workload:
+        """``case.extra["perf_prompt"]``, else its first calibration prompt (tens of tokens, so
+        prefill runs full AR chunks), else its eval prompt; ``perf_max_new_tokens`` likewise."""
+        prompts = tuple(getattr(case, "calibration_prompts", ()) or ())
+        prompt = case.extra.get("perf_prompt") or (prompts[0] if prompts else case.eval_prompt)
+        return cls(prompt, int(case.extra.get("perf_max_new_tokens", PERF_MAX_NEW_TOKENS)))
+
+
+@dataclass(frozen=True)
+class Minimum:
+    """The work a figure must rest on, and how many rounds may be run to reach it."""
+
+    tokens: int = 64
+    seconds: float = 1.0
+    max_rounds: int = 12
+
+    @classmethod
+    def from_settings(cls, settings: Any) -> Minimum:
+        return cls(settings.perf_min_tokens, settings.perf_min_seconds,
+                   max(4 * settings.perf_rounds, settings.perf_rounds + 3))
+
+    def shortfall(self, stats: Sequence[PerfStats]) -> list[str]:
+        """Why ``stats`` do not yet make gated figures (empty: enough work)."""
+        out = []
+        for fig in GATED:
+            why = check_minimum(measured_work(stats, fig), min_tokens=self.tokens,
+                                min_seconds=self.seconds, figure=fig)
+            if why:
+                out.append(why)
+        return out
+
+
+def host_generation(pte: Path | str, tokenizer_model: Path | str, workload: Workload,
+                    runner_class: type | None = None) -> Generate:
+    """An emulator generation of ``workload`` with ``pte`` (fixed work: EOS does not stop it)."""
+    from pytest_qnn_genai.runtime.host_runner import HybridRunner
+    from pytest_qnn_genai.stages.run import _load_tokenizer, encode
+
+    runner = (runner_class or HybridRunner)(pte)
+    ids = encode(_load_tokenizer(Path(tokenizer_model)), workload.prompt, runner.bos_id)
+    ids = ids[:runner.max_prompt_len]
+    n = max(1, min(workload.max_new_tokens, runner.max_seq_len - 1 - len(ids)))
+    return lambda: runner.generate(ids, n, stop_at_eos=False).perf
+
+
+def generation_for(pipeline: Any, case: Any, target: Any, pte: Path | str | None = None,
+                   workload: Workload | None = None) -> Generate:
+    """The generation of ``case``'s perf workload on ``target`` (emulator: ``pte`` or the new
+    flow's .pte via :func:`host_generation`; phone: ``pipeline.run``)."""
+    workload = workload or Workload.for_case(case)
+    if target.is_emulator:
+        pte = pte or pipeline.pte(case, target).pte
+        return host_generation(pte, case.path("tokenizer_model"), workload)
+    return lambda: pipeline.run(case, target, workload.prompt, workload.max_new_tokens).perf
+
+
+def inference_speed(s: PerfStats) -> float:
+    """Generated tokens over the whole inference (prefill + decode), as upstream's
+    ``inference_speed`` (0 when nothing was timed)."""
+    decode_s = (s.generated_tokens - 1) / s.decode_tok_s if s.decode_tok_s > 0 else 0.0
+    total = s.ttft_s + decode_s
+    return s.generated_tokens / total if total > 0 else 0.0
+
+
+@dataclass
+class BenchResult:
+    """The measured rounds of one generation (warm-up excluded)."""
+
+    rounds: list[PerfStats]
+    planned: int  # rounds asked for; the rest were run to reach the minimum work
+    shortfall: list[str] = field(default_factory=list)  # left after max_rounds (normally empty)
+
+    def median(self, attr: str) -> float:
+        return float(statistics.median(getattr(s, attr) for s in self.rounds))
+
+    def work(self, figure: str) -> Work:
+        return measured_work(self.rounds, figure)
+
+    def figures(self) -> dict[str, float]:
+        """Median figures for a perf :class:`Record` (``prefill_tok_s``, ``decode_tok_s``, ...,
+        and upstream's ``inference_speed_tok_s``: generated tokens over prefill + decode time)."""
+        out = {name: self.median(attr) for name, attr in FIGURES.items()}
+        out["inference_speed_tok_s"] = float(statistics.median(inference_speed(s)
+                                                               for s in self.rounds))
+        return out
+
+    def values(self) -> dict[str, Any]:
+        """Figures plus the work behind them (what a perf record stores)."""
+        p, d = self.work("prefill_tok_s"), self.work("decode_tok_s")
+        return {**self.figures(), "rounds": len(self.rounds), "prefill_work_tokens": p.tokens,
+                "prefill_work_s": round(p.seconds, 4), "decode_work_tokens": d.tokens,
+                "decode_work_s": round(d.seconds, 4)}
+
+    def extra_info(self) -> dict[str, Any]:
+        """The pytest-benchmark ``extra_info`` keys (medians over rounds)."""
+        info: dict[str, Any] = {k: self.median(a) for k, a in EXTRA_INFO.items()}
+        info["prompt_tokens"], info["generated_tokens"] = (int(info["prompt_tokens"]),
+                                                           int(info["generated_tokens"]))
+        return info | {"rounds": len(self.rounds), "planned_rounds": self.planned}
+
+
+def top_up(rounds: list[PerfStats], generate: Generate, minimum: Minimum,
+           planned: int) -> BenchResult:
+    """Run more rounds until ``minimum`` is met or ``minimum.max_rounds`` are reached."""
+    while minimum.shortfall(rounds) and len(rounds) < minimum.max_rounds:
+        rounds.append(generate())
+    return BenchResult(rounds, planned, minimum.shortfall(rounds))
+
+
+def measure(generate: Generate, rounds: int, minimum: Minimum, warmup: int = 1) -> BenchResult:
+    """Own timing loop: ``warmup`` discarded rounds, ``rounds`` measured, then :func:`top_up`."""
+    for _ in range(warmup):
+        generate()
+    return top_up([generate() for _ in range(rounds)], generate, minimum, rounds)
+
+
+class QnnBenchmark:
+    """A generation measured through pytest-benchmark (or its own loop when that is disabled)."""
+
+    def __init__(self, benchmark: Any, settings: Any, target: Any, default: Callable[..., Generate],
+                 labels: Mapping[str, Any] | None = None) -> None:
+        self.benchmark = benchmark
+        self.settings = settings
+        self.target = target
+        self._default = default  # (pte=None, workload=None) -> Generate for the case × target
+        self.labels = dict(labels or {})
+        self.result: BenchResult | None = None
+
+    @property
+    def minimum(self) -> Minimum:
+        return Minimum.from_settings(self.settings)
+
+    def __call__(self, generate: Generate | None = None, *, pte: Path | str | None = None,
+                 workload: Workload | None = None, rounds: int | None = None) -> BenchResult:
+        """Measure ``generate`` (default: the case's perf workload on the target, with ``pte``)
+        for ``rounds`` (default ``--qnn-perf-rounds``) after one warm-up round."""
+        generate = generate or self._default(pte=pte, workload=workload)
+        rounds = rounds or self.settings.perf_rounds
+        if self.benchmark is None or self.benchmark.disabled:
+            result = measure(generate, rounds, self.minimum)
+        else:
+            seen: list[PerfStats] = []
+            self.benchmark.pedantic(lambda: seen.append(generate()), rounds=rounds,
+                                    warmup_rounds=1, iterations=1)
+            result = top_up(seen[1:], generate, self.minimum, rounds)
+        if self.benchmark is not None:
+            self.benchmark.extra_info.update(result.extra_info())
+            self.benchmark.extra_info.update(self.labels)
+            self.benchmark.extra_info["pytest_benchmark_disabled"] = bool(self.benchmark.disabled)
+        self.result = result
+        return result
+
+
+@dataclass(frozen=True)
+class Contender:
+    """One side of an A/B comparison."""
+
+    name: str
+    generate: Generate
+
+
+@dataclass
+class ABOutcome:
+    """Interleaved rounds of A and B and the gate verdict per rate figure (B/A medians)."""
+
+    a: str
+    b: str
+    a_rounds: list[PerfStats]
+    b_rounds: list[PerfStats]
+    verdicts: dict[str, GateVerdict]
+    shortfall: list[str]
+
+    @property
+    def passed(self) -> bool:
+        return all(v.passed for v in self.verdicts.values())
+
+    def failures(self) -> list[str]:
+        return [f"{self.b} vs {self.a} {fig}: {v}" for fig, v in self.verdicts.items()
+                if not v.passed]
+
+    def values(self) -> dict[str, Any]:
+        """Ratios and both sides' medians (what an A/B perf record stores)."""
+        out: dict[str, Any] = {"rounds": len(self.a_rounds)}
+        for fig, v in self.verdicts.items():
+            out |= {f"{fig}_ratio": round(v.ratio, 4), f"{self.a}_{fig}": v.median_a,
+                    f"{self.b}_{fig}": v.median_b}
+        return out
+
+
+def ab_gate(a: Contender, b: Contender, rounds: int, floor: float, minimum: Minimum,
+            warmup: int = 1) -> ABOutcome:
+    """Run A B, B A, ... (``warmup`` discarded pairs, ``rounds`` pairs, then more pairs until both
+    sides meet ``minimum``, bounded by ``minimum.max_rounds``) and gate B/A on each rate."""
+    a_stats: list[PerfStats] = []
+    b_stats: list[PerfStats] = []
+
+    def run(c: Contender, into: list[PerfStats]) -> float:
+        into.append(c.generate())
+        return into[-1].decode_tok_s
+
+    interleave(lambda: run(a, a_stats), lambda: run(b, b_stats), rounds, warmup)
+    a_stats, b_stats = a_stats[warmup:], b_stats[warmup:]
+    while ((minimum.shortfall(a_stats) or minimum.shortfall(b_stats))
+           and len(a_stats) < minimum.max_rounds):
+        first, second = ((b, b_stats), (a, a_stats)) if len(a_stats) % 2 else (
+            (a, a_stats), (b, b_stats))  # keep the ABBA order going
+        interleave(lambda: run(*first), lambda: run(*second), 1, 0)
+    verdicts = {fig: relative_gate([getattr(s, fig) for s in a_stats],
+                                   [getattr(s, fig) for s in b_stats], floor) for fig in GATED}
+    return ABOutcome(a.name, b.name, a_stats, b_stats, verdicts,
+                     minimum.shortfall(a_stats) + minimum.shortfall(b_stats))
+
+
+class BenchmarkHooks:
+    """pytest-benchmark hooks (registered only when pytest-benchmark is active)."""
+
+    def __init__(self, info: Callable[[], dict[str, Any]]) -> None:
+        self.info = info
+
+    def pytest_benchmark_update_machine_info(self, config: Any, machine_info: dict) -> None:
+        machine_info["qnn_genai"] = self.info()
+
+
+def machine_info(settings: Any, sdk: Any) -> dict[str, Any]:
+    """The ``machine_info["qnn_genai"]`` block: SoCs, backend, device serial(s), tool versions."""
+    from pytest_qnn_genai.versions import dist_version
+
+    return {"soc": ",".join(s.name for s in settings.socs), "backend": settings.backend,
+            "device": settings.device_label, "qairt": f"{sdk.qairt_version} ({sdk.kind} sdk)",
+            "executorch": dist_version("executorch"), "torch": dist_version("torch")}
+
+
+def load_baseline(path: Path) -> Any:
+    """``--qnn-compare-to``: a ``results.json`` or a folder holding one (``ResultsFileError``)."""
+    from pytest_qnn_genai.report.results import RESULTS_NAME, ResultsFile
+
+    path = Path(path)
+    return ResultsFile.load(path / RESULTS_NAME if path.is_dir() else path)
+
+
+def report_folder(root: Path, results: Any) -> Path:
+    """``root/<date>/`` for this run; ``root/<date>-<HHMMSS>/`` when that day already has one."""
+    from pytest_qnn_genai.report.results import RESULTS_NAME, run_dir
+
+    folder = run_dir(root, results.header)
+    if (folder / RESULTS_NAME).exists():
+        folder = folder.with_name(f"{folder.name}-{results.header.when.strftime('%H%M%S')}")
+    return folder
+
+
+def write_report(root: Path, results: Any, goldens: Mapping[str, Any], baseline: Any = None,
+                 noise: float = 0.10) -> tuple[Path, list[Path]]:
+    """Write ``results.json``, ``summary.md`` and the plots of a run into its report folder.
+
+    ``summary.md`` compares with ``baseline`` (``--qnn-compare-to``), else with the newest earlier
+    run in ``root``; the trend plot covers every earlier run in ``root``. Returns the folder and
+    the files written.
+    """
+    from pytest_qnn_genai.report import (latest_before, load_history, write_plots,
+                                         write_summary)
+    from pytest_qnn_genai.report.results import RESULTS_NAME
+    from pytest_qnn_genai.report.summary import SUMMARY_NAME
+
+    folder = report_folder(Path(root), results)
+    folder.mkdir(parents=True, exist_ok=True)
+    history = load_history(root, exclude=folder / RESULTS_NAME)
+    previous = baseline if baseline is not None else latest_before(history, results)
+    written = [results.write(folder / RESULTS_NAME),
+               write_summary(folder / SUMMARY_NAME, results, goldens, previous, noise)]
+    written += write_plots(results, history, goldens, folder)
+    return folder, written

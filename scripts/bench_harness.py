@@ -1,0 +1,132 @@
+#!/usr/bin/env python
+"""Benchmarks of the gate itself (not a test): prints one table.
+
+    python scripts/bench_harness.py overhead [--cache-dir DIR] [--rounds N]
+    python scripts/bench_harness.py cold-warm [--soc SM8650] [--workers 2]    # ~5+ minutes
+    python scripts/bench_harness.py all
+
+overhead   host-runner overhead over raw ``Method.execute``: per round, ``runner_overhead_s``
+           (prefill + decode time not spent in execute: inputs, KV copies) against the summed
+           ``execute_s``, for the new flow's cached .pte (and the legacy .pte when cached).
+cold-warm  wall time of ``pytest suites/gate`` with a fresh ``--qnn-cache-dir`` (cold: builds
+           everything) and again on the same cache (warm), then the artifact-cache build counts
+           under ``-n N`` on another fresh cache, parsed from the "N hits, M builds" summary line.
+"""
+from __future__ import annotations
+
+import argparse
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+CACHE_LINE = re.compile(r"(\d+) hits, (\d+) builds")
+
+
+def _table(rows: list[tuple[str, str]]) -> str:
+    width = max(len(k) for k, _ in rows)
+    return "\n".join(f"{k.ljust(width)}  {v}" for k, v in rows)
+
+
+def overhead(cache_dir: Path, rounds: int, max_new_tokens: int) -> list[tuple[str, str]]:
+    """Run each cached .pte ``rounds`` times (after a warm-up) through the HybridRunner."""
+    import executorch.runtime  # noqa: F401  (before the SDK preload: see host_runner)
+
+    from pytest_qnn_genai.cache import ArtifactCache
+    from pytest_qnn_genai.models.registry import available
+    from pytest_qnn_genai.perf.benchmark import Workload
+    from pytest_qnn_genai.pipeline import Pipeline
+    from pytest_qnn_genai.runtime.host_runner import HybridRunner
+    from pytest_qnn_genai.sdk import activate, resolve_sdk
+    from pytest_qnn_genai.stages.run import _load_tokenizer, encode
+    from pytest_qnn_genai.targets import Target, soc
+    from pytest_qnn_genai.versions import stack
+
+    sdk = resolve_sdk(None, cache_dir)
+    activate(sdk)
+    case, target = available()["stories260k"], Target(soc("SM8650"))
+    pipeline = Pipeline(ArtifactCache(cache_dir / "artifacts", stack(sdk)))
+    ptes = {"new": pipeline.pte(case, target).pte}  # built if not cached (minutes)
+    legacy_key = pipeline.cache.key("legacy-build", {"case": case.fingerprint(), "soc": "SM8650",
+                                                     "backend": "htp"})
+    if pipeline.cache.lookup("legacy-build", legacy_key) is not None:  # never build it here
+        ptes["legacy"] = pipeline.legacy(case, target).pte
+    workload = Workload.for_case(case)
+    rows: list[tuple[str, str]] = [("workload", f"{workload.prompt[:40]!r}..., "
+                                               f"{max_new_tokens} new tokens, {rounds} rounds")]
+    for name, pte in ptes.items():
+        runner = HybridRunner(pte)
+        ids = encode(_load_tokenizer(case.path("tokenizer_model")), workload.prompt,
+                     runner.bos_id)[:runner.max_prompt_len]
+        runner.generate(ids, max_new_tokens, stop_at_eos=False)  # warm-up
+        over, execute, wall = [], [], []
+        for _ in range(rounds):
+            res = runner.generate(ids, max_new_tokens, stop_at_eos=False)
+            executed = sum(sum(t) for t in res.extra["execute_s"].values())
+            over.append(res.extra["runner_overhead_s"])
+            execute.append(executed)
+            wall.append(res.extra["prefill_s"] + res.extra["decode_s"])
+            perf = res.perf
+        med_o, med_e = statistics.median(over), statistics.median(execute)
+        rows += [(f"{name}: load_s", f"{runner.load_s:.3f}"),
+                 (f"{name}: prefill / decode tok/s (last)",
+                  f"{perf.prefill_tok_s:.1f} / {perf.decode_tok_s:.2f} (ttft {perf.ttft_s:.3f} s)"),
+                 (f"{name}: execute_s median", f"{med_e:.3f}"),
+                 (f"{name}: runner_overhead_s median", f"{med_o:.4f} "
+                                                       f"({med_o / med_e:.2%} of execute)"),
+                 (f"{name}: prefill+decode wall median", f"{statistics.median(wall):.3f}")]
+    return rows
+
+
+def _pytest(args: list[str]) -> tuple[float, str, int]:
+    start = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-m", "pytest", *args, "-p", "no:cacheprovider", "-q"],
+                          cwd=ROOT, capture_output=True, text=True)
+    return time.perf_counter() - start, proc.stdout + proc.stderr, proc.returncode
+
+
+def _builds(output: str) -> str:
+    m = CACHE_LINE.search(output)
+    return f"{m.group(1)} hits, {m.group(2)} builds" if m else "no cache summary line"
+
+
+def cold_warm(soc_name: str, workers: int) -> list[tuple[str, str]]:
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="bench-cold-") as cold:
+        args = ["suites/gate", "--soc", soc_name, "--qnn-cache-dir", cold]
+        for label in ("cold", "warm"):
+            wall, out, rc = _pytest(args)
+            rows.append((f"gate {label} wall", f"{wall:.1f} s (exit {rc}; {_builds(out)})"))
+    with tempfile.TemporaryDirectory(prefix="bench-xdist-") as fresh:
+        wall, out, rc = _pytest(["suites/gate", "--soc", soc_name, "--qnn-cache-dir", fresh,
+                                 "-n", str(workers)])
+        rows.append((f"gate -n {workers} fresh cache", f"{wall:.1f} s (exit {rc}; "
+                                                       f"{_builds(out)})"))
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("what", choices=("overhead", "cold-warm", "all"))
+    parser.add_argument("--cache-dir", type=Path,
+                        default=Path.home() / ".cache" / "pytest-qnn-genai")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--max-new-tokens", type=int, default=24)
+    parser.add_argument("--soc", default="SM8650")
+    parser.add_argument("--workers", type=int, default=2)
+    a = parser.parse_args(argv)
+    rows: list[tuple[str, str]] = []
+    if a.what in ("overhead", "all"):
+        rows += overhead(a.cache_dir.resolve(), a.rounds, a.max_new_tokens)
+    if a.what in ("cold-warm", "all"):
+        rows += cold_warm(a.soc, a.workers)
+    print(_table(rows))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,95 @@
+"""The performance gate: absolute floors on phones, same-session relative gates on the emulator.
+
+A phone's tok/s is compared with the committed golden floors (``golden/perf/<model>.json``,
+rewritten only with ``--qnn-update-golden``). The x86 emulator's speed says nothing about a phone,
+so there the gate is relative: two variants run interleaved (A B, B A, ...) in one session, on the
+same prompt and ``max_new_tokens``, both through the host runner, and median(B)/median(A) of the
+prefill and decode rates must stay at or above ``--qnn-perf-ratio-floor``. Every figure rests on
+the minimum work (``--qnn-perf-min-tokens``/``--qnn-perf-min-seconds``, pooled over rounds); more
+rounds are run until it does. Every figure goes into the run's records (``--qnn-report``).
+"""
+from __future__ import annotations
+
+from datetime import date
+from typing import Any, Callable
+
+import pytest
+
+from pytest_qnn_genai import progress
+from pytest_qnn_genai.perf.benchmark import Contender, Minimum, Workload, ab_gate, host_generation
+from pytest_qnn_genai.perf.golden import GoldenPerf, update_golden
+from pytest_qnn_genai.report import Record
+
+pytestmark = pytest.mark.perf
+
+# Variants of a model case on one target, as a .pte to run: the A/B gate compares any two.
+VARIANTS: dict[str, Callable[[Any, Any, Any], Any]] = {
+    "new": lambda pipeline, case, target: pipeline.pte(case, target).pte,
+    "legacy": lambda pipeline, case, target: pipeline.legacy(case, target).pte,
+}
+# (reference A, candidate B): B must keep >= ratio floor of A's prefill and decode tok/s.
+AB_PAIRS = [("legacy", "new")]
+
+
+def _record(results, case, target, request, values, failures, note="") -> None:
+    results.add(Record.for_target("perf", case.name, target, values,
+                                  verdict="fail" if failures else "pass",
+                                  test=request.node.nodeid,
+                                  note="; ".join(x for x in (note, *failures) if x)))
+
+
+@pytest.mark.device
+def test_phone_meets_golden_floors(qnn_benchmark, qnn_pipeline, qnn_case, qnn_target,
+                                   qnn_settings, qnn_golden_perf, qnn_results, request) -> None:
+    result = qnn_benchmark()
+    figures = result.figures()
+    soc, backend = qnn_target.soc.name, qnn_target.backend
+    golden = qnn_golden_perf.get(qnn_case.name)
+    if qnn_settings.update_golden:
+        path = qnn_settings.golden_dir / "perf" / f"{qnn_case.name}.json"
+        keep = 1 - qnn_settings.perf_noise  # a later run within noise must still pass
+        floors = {f: round(figures[f] * keep, 1)
+                  for f in ("prefill_tok_s", "decode_tok_s", "inference_speed_tok_s")}
+        golden = (golden or GoldenPerf(qnn_case.name, 0.0)).with_floors(
+            soc, backend, floors, f"measured on {qnn_target.device} {date.today().isoformat()} "
+            f"(--qnn-update-golden): median of {len(result.rounds)} rounds x {keep:.2f}")
+        diff = update_golden(path, golden, allow_write=True)
+        progress.stderr_writer(diff or f"{path}: unchanged")
+        print(diff or f"{path}: unchanged")
+    failures = list(result.shortfall)
+    if golden is None or golden.entry(soc, backend) is None:
+        note = f"no golden floor for {qnn_case.name} {soc}/{backend}"
+    else:
+        note = ""
+        failures += golden.check(soc, backend, figures)
+    _record(qnn_results, qnn_case, qnn_target, request, result.values(), failures, note)
+    assert not failures, "\n".join(failures)
+
+
+@pytest.mark.emulator
+def test_emulator_benchmark(qnn_benchmark, qnn_case, qnn_target, qnn_results, request) -> None:
+    """The new flow's figures on the emulator (recorded and reported, never gated on speed)."""
+    result = qnn_benchmark()
+    failures = list(result.shortfall)
+    figures = result.figures()
+    failures += [f"{k} = {v}" for k, v in figures.items() if not v > 0]
+    _record(qnn_results, qnn_case, qnn_target, request, result.values(), failures,
+            "x86 emulator: informational figures, no floor")
+    assert not failures, "\n".join(failures)
+
+
+@pytest.mark.emulator
+@pytest.mark.parametrize("a,b", AB_PAIRS, ids=[f"{b}-vs-{a}" for a, b in AB_PAIRS])
+def test_relative_gate(a, b, qnn_pipeline, qnn_sdk, qnn_case, qnn_target, qnn_settings,
+                       qnn_results, request) -> None:
+    workload = Workload.for_case(qnn_case)
+    tokenizer = qnn_case.path("tokenizer_model")
+    contenders = [Contender(n, host_generation(VARIANTS[n](qnn_pipeline, qnn_case, qnn_target),
+                                               tokenizer, workload)) for n in (a, b)]
+    outcome = ab_gate(*contenders, rounds=qnn_settings.perf_rounds,
+                      floor=qnn_settings.perf_ratio_floor,
+                      minimum=Minimum.from_settings(qnn_settings))
+    failures = outcome.shortfall + outcome.failures()
+    _record(qnn_results, qnn_case, qnn_target, request, outcome.values(), failures,
+            f"A/B {b} vs {a}, interleaved, floor {qnn_settings.perf_ratio_floor:g}")
+    assert not failures, "\n".join(failures)
