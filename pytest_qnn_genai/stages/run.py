@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 from pytest_qnn_genai.results import RunResult
 from pytest_qnn_genai.targets import Target
@@ -39,13 +40,17 @@ def decode_continuation(tokenizer, prompt_ids: list[int], generated: list[int]) 
 
 
 def run(pte: Path, tokenizer_model: Path, prompt: str, target: Target,
-        max_new_tokens: int) -> RunResult:
+        max_new_tokens: int, *, device: Any = None, tokenizer_bin: Path | None = None,
+        pte_digest: str | None = None) -> RunResult:
     """Greedy-generate up to ``max_new_tokens`` tokens after ``prompt`` with ``pte`` on ``target``.
 
-    The emulator path needs the QNN SDK active in this process (``sdk.activate``).
+    The emulator path needs the QNN SDK active in this process (``sdk.activate``). A phone target
+    needs ``device`` (a :class:`~pytest_qnn_genai.devices.session.DeviceSession`) and the
+    llama2.c ``tokenizer_bin`` the C++ runner reads; ``pte_digest`` names the pushed copy.
     """
     if not target.is_emulator:
-        raise NotImplementedError("device runs: see devices/")
+        return run_on_device(pte, tokenizer_model, prompt, target, max_new_tokens, device,
+                             tokenizer_bin, pte_digest)
     if not os.environ.get("QNN_SDK_ROOT"):
         raise RunStageError("no QNN SDK active: call pytest_qnn_genai.sdk.activate(resolve_sdk(...)) "
                             "before running a .pte on the emulator")
@@ -63,3 +68,28 @@ def run(pte: Path, tokenizer_model: Path, prompt: str, target: Target,
     result.device = target.device
     result.extra.update(target=target.id, prompt=prompt)
     return result
+
+
+def run_on_device(pte: Path, tokenizer_model: Path, prompt: str, target: Target,
+                  max_new_tokens: int, device: Any, tokenizer_bin: Path | None,
+                  pte_digest: str | None) -> RunResult:
+    """The phone path: push and run through ``device`` (qnn_llama_runner, hybrid mode).
+
+    The runner reports text, not ids: ``tokens`` are the text re-tokenized with
+    ``tokenizer_model`` (``extra["tokens_source"]`` says so); ``logits`` is None (the runner
+    dumps logits only in kv mode).
+    """
+    if device is None:
+        raise RunStageError(f"{target.id}: a phone run needs a device session "
+                            "(pytest_qnn_genai.devices.session.DeviceSession)")
+    if tokenizer_bin is None or not Path(tokenizer_bin).is_file():
+        raise RunStageError(f"{target.id}: the C++ runner needs the llama2.c tokenizer.bin, "
+                            f"got {tokenizer_bin}")
+    try:  # executorch.runtime before sentencepiece: the reverse order can crash after activate()
+        import executorch.runtime  # noqa: F401
+    except ImportError:
+        pass
+    tokenizer = _load_tokenizer(tokenizer_model)
+    prompt_ids = encode(tokenizer, prompt)
+    return device.generate(Path(pte), Path(tokenizer_bin), tokenizer, prompt, prompt_ids,
+                           max_new_tokens, target, pte_digest)
