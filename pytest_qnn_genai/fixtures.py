@@ -17,8 +17,8 @@ from pytest_qnn_genai.sdk import QnnSdk, activate
 from pytest_qnn_genai.stash import CACHE, REBUILD_BEFORE, sdk_of, settings_of
 from pytest_qnn_genai.targets import Target
 
-__all__ = ["qnn_settings", "qnn_sdk", "qnn_cache", "qnn_pipeline", "qnn_model", "qnn_qdq",
-           "qnn_pte", "qnn_run"]
+__all__ = ["qnn_settings", "qnn_sdk", "qnn_cache", "qnn_devices", "qnn_pipeline", "qnn_model",
+           "qnn_qdq", "qnn_pte", "qnn_run", "qnn_results", "qnn_golden_perf", "qnn_benchmark"]
 
 
 @pytest.fixture(scope="session")
@@ -46,9 +46,20 @@ def qnn_cache(request: pytest.FixtureRequest, qnn_settings: Settings,
 
 
 @pytest.fixture(scope="session")
-def qnn_pipeline(qnn_cache: ArtifactCache) -> Pipeline:
-    """The staged pipeline wired to the session's cache."""
-    return Pipeline(qnn_cache)
+def qnn_devices(qnn_settings: Settings, tmp_path_factory: pytest.TempPathFactory):
+    """This worker's phone(s) for ``--device`` runs (``DeviceSessions``): started on first use
+    (health check, libraries, runner), locked for the session; empty without ``--device``."""
+    from pytest_qnn_genai.devices.session import DeviceSessions
+
+    sessions = DeviceSessions(qnn_settings, tmp_path_factory.mktemp("qnn-device-runs"))
+    yield sessions
+    sessions.close()
+
+
+@pytest.fixture(scope="session")
+def qnn_pipeline(qnn_cache: ArtifactCache, qnn_devices) -> Pipeline:
+    """The staged pipeline wired to the session's cache (and phones, with ``--device``)."""
+    return Pipeline(qnn_cache, devices=qnn_devices)
 
 
 @pytest.fixture(scope="session")
@@ -73,3 +84,44 @@ def qnn_pte(qnn_pipeline: Pipeline, qnn_case: ModelCase, qnn_target: Target):
 def qnn_run(qnn_pipeline: Pipeline, qnn_case: ModelCase, qnn_target: Target) -> RunResult:
     """Stage run: greedy generation of the case's eval prompt on the target."""
     return qnn_pipeline.run(qnn_case, qnn_target)
+
+
+# -- performance gate and report ------------------------------------------------------------
+RESULTS = pytest.StashKey["ResultsFile"]()  # this process's records (set up by the plugin)
+
+
+@pytest.fixture(scope="session")
+def qnn_results(request: pytest.FixtureRequest):  # -> report.ResultsFile
+    """The run's records: ``qnn_results.add(Record.for_target("perf", ...))``. They go into
+    ``results.json`` / ``summary.md`` with ``--qnn-report`` (shipped from xdist workers)."""
+    return request.config.stash[RESULTS]
+
+
+@pytest.fixture(scope="session")
+def qnn_golden_perf(qnn_settings: Settings) -> dict:
+    """Golden perf floors by model (``<golden dir>/perf/*.json``); a damaged file fails the test
+    with one line naming the file and the problem."""
+    from pytest_qnn_genai.perf.golden import GoldenFileError, load_goldens
+
+    try:
+        return load_goldens(qnn_settings.golden_dir / "perf")
+    except GoldenFileError as e:
+        pytest.fail(str(e), pytrace=False)
+
+
+@pytest.fixture
+def qnn_benchmark(benchmark, qnn_settings: Settings, qnn_pipeline: Pipeline, qnn_case: ModelCase,
+                  qnn_target: Target):  # -> perf.benchmark.QnnBenchmark
+    """Measure the case's perf workload on the target: ``result = qnn_benchmark()`` (or
+    ``qnn_benchmark(pte=other_pte)``, ``qnn_benchmark(generate)``). One warm-up round, then
+    ``--qnn-perf-rounds`` rounds through pytest-benchmark (its own loop when pytest-benchmark is
+    disabled, e.g. under ``-n N``), topped up until the minimum work is met; medians go into
+    ``benchmark.extra_info``."""
+    from pytest_qnn_genai.perf.benchmark import QnnBenchmark, generation_for
+
+    return QnnBenchmark(
+        benchmark, qnn_settings, qnn_target,
+        lambda pte=None, workload=None: generation_for(qnn_pipeline, qnn_case, qnn_target, pte,
+                                                       workload),
+        labels={"model": qnn_case.name, "soc": qnn_target.soc.name,
+                "backend": qnn_target.backend, "device": qnn_target.device})

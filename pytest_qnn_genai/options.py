@@ -54,6 +54,20 @@ KNOBS: tuple[Knob, ...] = (
          "printing the diff", False, flag_kind="bool"),
     Knob("qnn_golden_dir", "folder of golden files (relative paths are taken from rootdir)",
          "golden", metavar="DIR"),
+    Knob("qnn_report", "write results.json, summary.md and tok/s plots of this run into "
+         "DIR/<date>/ (earlier runs in DIR give the trend)", None, metavar="DIR"),
+    Knob("qnn_compare_to", "an earlier results.json (or its folder): show each perf figure's "
+         "change against it", None, metavar="PATH"),
+    Knob("qnn_perf_noise", "relative change below which a perf figure counts as unchanged",
+         "0.10", metavar="FRACTION"),
+    Knob("qnn_perf_min_tokens", "tokens a perf figure must rest on, pooled over rounds", "64",
+         metavar="N"),
+    Knob("qnn_perf_min_seconds", "measured seconds a perf figure must rest on, pooled over rounds",
+         "1.0", metavar="S"),
+    Knob("qnn_perf_ratio_floor", "A/B gate: lowest allowed median(B)/median(A) tok/s ratio", "0.9",
+         metavar="RATIO"),
+    Knob("qnn_perf_rounds", "measured rounds per perf figure (after one warm-up round)", "3",
+         metavar="N"),
     Knob("adb_host", "adb server HOST[:PORT]", None, metavar="HOST[:PORT]"),
     Knob("adb_path", "adb client binary", "adb", metavar="PATH"),
     Knob("runner", "qnn_llama_runner built for the phone", None, metavar="PATH"),
@@ -113,11 +127,44 @@ def resolve(getoption: Callable[[str], Any], getini: Callable[[str], Any],
     return out
 
 
+def _number(v: dict[str, Any], name: str, kind: type, low: float, high: float | None = None,
+            low_open: bool = False) -> Any:
+    """``v[name]`` as ``kind`` within ``[low, high]`` (``(low, ...`` when ``low_open``), else a
+    one-line ``pytest.UsageError`` naming the flag."""
+    raw, flag = v[name], KNOBS_BY_NAME[name].flag
+    try:
+        value = kind(str(raw).strip())
+    except ValueError:
+        raise pytest.UsageError(f"{flag}: expected {'an integer' if kind is int else 'a number'}, "
+                                f"got {raw!r}") from None
+    below = value <= low if low_open else value < low
+    if below or (high is not None and value > high) or value != value:
+        span = f"{'(' if low_open else '['}{low:g}, {'∞)' if high is None else f'{high:g}]'}"
+        raise pytest.UsageError(f"{flag}: {raw!r} is outside {span}")
+    return value
+
+
 def default_cache_dir(environ: dict[str, str] | None = None) -> Path:
     """Per-user cache: ``$XDG_CACHE_HOME/pytest-qnn-genai`` or ``~/.cache/pytest-qnn-genai``."""
     environ = os.environ if environ is None else environ
     base = environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(base) / "pytest-qnn-genai"
+
+
+def _path(raw: Any) -> Path | None:
+    """A path knob's value (relative paths from the invocation directory), or None."""
+    return Path(raw).expanduser().resolve() if raw not in (None, "") else None
+
+
+def _perf_values(v: dict[str, Any]) -> dict[str, Any]:
+    """The perf knobs, validated (missing keys keep the defaults)."""
+    specs = {"perf_noise": ("qnn_perf_noise", float, 0.0, 1.0, False),
+             "perf_min_tokens": ("qnn_perf_min_tokens", int, 0, None, False),
+             "perf_min_seconds": ("qnn_perf_min_seconds", float, 0.0, None, False),
+             "perf_ratio_floor": ("qnn_perf_ratio_floor", float, 0.0, None, True),
+             "perf_rounds": ("qnn_perf_rounds", int, 1, 1000, False)}
+    return {field_name: _number(v, name, kind, low, high, low_open)
+            for field_name, (name, kind, low, high, low_open) in specs.items() if name in v}
 
 
 @dataclass(frozen=True)
@@ -138,6 +185,13 @@ class Settings:
     adb_path: str
     runner: str | None
     qnn_device_libs: str | None
+    report_dir: Path | None = None  # --qnn-report: the report root (runs go into <date>/)
+    compare_to: Path | None = None  # --qnn-compare-to: an earlier results.json
+    perf_noise: float = 0.10
+    perf_min_tokens: int = 64
+    perf_min_seconds: float = 1.0
+    perf_ratio_floor: float = 0.9
+    perf_rounds: int = 3
 
     @classmethod
     def from_values(cls, v: dict[str, Any], rootdir: Path = Path(".")) -> "Settings":
@@ -156,7 +210,10 @@ class Settings:
                    golden_dir=(rootdir / Path(v["qnn_golden_dir"]).expanduser()).resolve(),
                    adb_host=v["adb_host"],
                    adb_path=v["adb_path"], runner=v["runner"],
-                   qnn_device_libs=v["qnn_device_libs"])
+                   qnn_device_libs=v["qnn_device_libs"],
+                   report_dir=_path(v.get("qnn_report")),
+                   compare_to=_path(v.get("qnn_compare_to")),
+                   **_perf_values(v))
 
     @property
     def targets(self) -> list[targets.Target]:

@@ -56,8 +56,9 @@ def _greedy(logits_of: Any, prompt: list[int], n: int, eos: int | None) -> Refer
 class Pipeline:
     """One session's view of the stages: builds through the cache, memoizes what it loaded."""
 
-    def __init__(self, cache: ArtifactCache) -> None:
+    def __init__(self, cache: ArtifactCache, devices: Any = None) -> None:
         self.cache = cache
+        self.devices = devices  # devices.session.DeviceSessions for phone targets (or None)
         self._prepared: dict[str, Any] = {}
 
     # -- stages ---------------------------------------------------------------------------
@@ -107,9 +108,15 @@ class Pipeline:
         """Stage run: greedy generation with the target's .pte (never cached: it is the test)."""
         from pytest_qnn_genai.stages.run import run
 
+        device = digest = None
+        if not target.is_emulator:  # a phone: this worker's DeviceSession, the .pte by digest
+            if self.devices is None:
+                raise RuntimeError(f"{target.id}: this Pipeline has no device sessions")
+            device, digest = self.devices.session(target), self.pte_entry(case, target).digest
         return run(self.pte(case, target).pte, case.path("tokenizer_model"),
                    prompt if prompt is not None else case.eval_prompt, target,
-                   max_new_tokens or case.max_new_tokens)
+                   max_new_tokens or case.max_new_tokens, device=device,
+                   tokenizer_bin=case.path("tokenizer_bin"), pte_digest=digest)
 
     def legacy_entry(self, case: ModelCase, target: Target) -> CacheEntry:
         """The legacy flow (executorch's llama.py, compile-only) for the same case and target."""
