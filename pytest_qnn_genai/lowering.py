@@ -61,7 +61,6 @@ def lower_to_pte(module: torch.nn.Module, example: tuple[Any, ...], target: Targ
 
 def run_method(pte: Path, inputs: Sequence[torch.Tensor], method: str = "forward") -> list[Any]:
     """Execute one method of a .pte with ``executorch.runtime`` (the x86 HTP emulator for QNN)."""
-    from executorch.runtime import Runtime
+    from pytest_qnn_genai.runtime import programs
 
-    program = Runtime.get().load_program(str(pte))
-    return list(program.load_method(method).execute(list(inputs)))
+    return list(programs.method(pte, method).execute(list(inputs)))

@@ -63,10 +63,10 @@ KNOBS: tuple[Knob, ...] = (
     Knob("qnn_perf_min_tokens", "tokens a perf figure must rest on, pooled over rounds", "64",
          metavar="N"),
     Knob("qnn_perf_min_seconds", "measured seconds a perf figure must rest on, pooled over rounds",
-         "1.0", metavar="S"),
+         "2.0", metavar="S"),
     Knob("qnn_perf_ratio_floor", "A/B gate: lowest allowed median(B)/median(A) tok/s ratio", "0.9",
          metavar="RATIO"),
-    Knob("qnn_perf_rounds", "measured rounds per perf figure (after one warm-up round)", "3",
+    Knob("qnn_perf_rounds", "measured rounds per perf figure (after one warm-up round)", "5",
          metavar="N"),
     Knob("adb_host", "adb server HOST[:PORT]", None, metavar="HOST[:PORT]"),
     Knob("adb_path", "adb client binary", "adb", metavar="PATH"),
@@ -189,9 +189,9 @@ class Settings:
     compare_to: Path | None = None  # --qnn-compare-to: an earlier results.json
     perf_noise: float = 0.10
     perf_min_tokens: int = 64
-    perf_min_seconds: float = 1.0
+    perf_min_seconds: float = 2.0
     perf_ratio_floor: float = 0.9
-    perf_rounds: int = 3
+    perf_rounds: int = 5
 
     @classmethod
     def from_values(cls, v: dict[str, Any], rootdir: Path = Path(".")) -> "Settings":

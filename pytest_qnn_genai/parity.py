@@ -109,11 +109,11 @@ def program_signature(pte: Path | str) -> Signature:
     """Read a .pte's signature through the host runner's process-wide program cache, the same
     load :class:`~pytest_qnn_genai.runtime.host_runner.HybridRunner` uses (a QNN .pte must not be
     loaded through two code paths in one process). Graph methods are not loaded here."""
-    from pytest_qnn_genai.runtime.host_runner import _load
+    from pytest_qnn_genai.runtime import programs
     from pytest_qnn_genai.runtime.pte_info import constant_values, dtype_name
 
     pte = Path(pte)
-    program = _load(pte, ())[0].program
+    program = programs.load(pte)[0].program
     io: dict[str, dict[str, list[tuple[str, tuple[int, ...]]]]] = {}
     for name in sorted(program.method_names):
         meta = program.metadata(name)

@@ -99,9 +99,9 @@ def pte(build: dict[str, Any]) -> PteArtifacts:
 
 @pytest.fixture(scope="module")
 def program(pte: PteArtifacts) -> Any:
-    from executorch.runtime import Runtime
+    from pytest_qnn_genai.runtime import programs
 
-    return Runtime.get().load_program(str(pte.pte))
+    return programs.load(pte.pte)[0].program
 
 
 def _held_out_texts(case: ModelCase) -> list[str]:

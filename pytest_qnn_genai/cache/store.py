@@ -20,6 +20,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from filelock import FileLock
 
+from pytest_qnn_genai.digest import file_sha256
 from pytest_qnn_genai.progress import Writer, heartbeat, stderr_writer
 
 MANIFEST = "manifest.json"
@@ -27,15 +28,6 @@ MANIFEST = "manifest.json"
 
 class CacheWarning(UserWarning):
     """A cache entry was found damaged and is being rebuilt."""
-
-
-def file_digest(path: Path) -> str:
-    """sha256 of a file's bytes."""
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def _canonical(obj: Any) -> str:
@@ -122,7 +114,7 @@ class ArtifactCache:
                 raise ValueError(f"{name} is missing")
             if f.stat().st_size != meta["size"]:
                 raise ValueError(f"{name} has {f.stat().st_size} bytes, manifest says {meta['size']}")
-            if file_digest(f) != meta["sha256"]:
+            if file_sha256(f) != meta["sha256"]:
                 raise ValueError(f"{name} does not match its recorded sha256")
         return manifest
 
@@ -179,7 +171,7 @@ class ArtifactCache:
         try:
             with heartbeat(f"build {stage} {label}".rstrip(), self.progress):
                 build(tmp)
-            files = {p.name: {"sha256": file_digest(p), "size": p.stat().st_size}
+            files = {p.name: {"sha256": file_sha256(p), "size": p.stat().st_size}
                      for p in sorted(tmp.iterdir()) if p.is_file() and p.name != MANIFEST}
             elapsed = time.monotonic() - start
             manifest = {"stage": stage, "key": key, "label": label, "inputs": inputs,

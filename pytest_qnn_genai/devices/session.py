@@ -20,7 +20,8 @@ from pytest_qnn_genai.devices.adb import (AdbDevice, AdbError, DeviceHealthError
                                           RetryPolicy, split_adb_host)
 from pytest_qnn_genai.devices.pool import assign_from_env, device_lock
 from pytest_qnn_genai.devices.runner_output import parse_runner_files
-from pytest_qnn_genai.devices.workspace import DeviceWorkspace, file_sha256
+from pytest_qnn_genai.devices.workspace import DeviceWorkspace
+from pytest_qnn_genai.digest import file_sha256
 from pytest_qnn_genai.results import RunResult
 from pytest_qnn_genai.targets import SocSpec, Target
 

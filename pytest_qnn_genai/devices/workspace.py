@@ -16,6 +16,7 @@ import shlex
 from collections.abc import Sequence
 from pathlib import Path
 
+from pytest_qnn_genai.digest import file_sha256
 from pytest_qnn_genai.devices.adb import AdbCommandError, AdbDevice
 from pytest_qnn_genai.devices.runner_output import RunnerFiles
 
@@ -30,15 +31,6 @@ _SAFE_NAME = re.compile(r"^[A-Za-z0-9._-]+$")
 
 class RunnerFailedError(AdbCommandError):
     """The runner ran and exited nonzero; ``output`` holds the tail of its run.log."""
-
-
-def file_sha256(path: Path) -> str:
-    """Hex sha256 of a file's bytes."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def files_digest(paths: Sequence[Path]) -> str:

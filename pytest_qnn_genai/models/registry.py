@@ -5,11 +5,12 @@ folder with its files and a ``case.json`` next to this module (see ``stories260k
 """
 from __future__ import annotations
 
-import hashlib
 import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
+
+from pytest_qnn_genai.digest import file_sha256
 
 MODELS_DIR = Path(__file__).parent
 
@@ -55,8 +56,7 @@ class ModelCase:
     def fingerprint(self) -> dict[str, Any]:
         """Everything that determines what the pipeline builds from this case (cache-key input)."""
         spec = {k: v for k, v in asdict(self).items() if k != "folder"}
-        spec["file_sha256"] = {role: hashlib.sha256(p.read_bytes()).hexdigest()
-                               for role, p in self.files().items()}
+        spec["file_sha256"] = {role: file_sha256(p) for role, p in self.files().items()}
         return spec
 
 

@@ -44,10 +44,12 @@ class Workload:
 
     @classmethod
     def for_case(cls, case: Any) -> Workload:
-        """``case.extra["perf_prompt"]``, else its first calibration prompt (tens of tokens, so
-        prefill runs full AR chunks), else its eval prompt; ``perf_max_new_tokens`` likewise."""
+        """``case.extra["perf_prompt"]``, else its longest calibration prompt (several full AR
+        chunks, so the prefill figure rests on more than one short call), else its eval prompt;
+        ``perf_max_new_tokens`` likewise."""
         prompts = tuple(getattr(case, "calibration_prompts", ()) or ())
-        prompt = case.extra.get("perf_prompt") or (prompts[0] if prompts else case.eval_prompt)
+        prompt = case.extra.get("perf_prompt") or (max(prompts, key=len) if prompts
+                                                   else case.eval_prompt)
         return cls(prompt, int(case.extra.get("perf_max_new_tokens", PERF_MAX_NEW_TOKENS)))
 
 

@@ -29,6 +29,7 @@ import numpy as np
 import torch
 
 from pytest_qnn_genai.results import PerfStats, RunResult
+from pytest_qnn_genai.runtime import programs
 from pytest_qnn_genai.runtime.pte_info import constant_values, torch_dtype
 from pytest_qnn_genai.targets import EMULATOR
 
@@ -109,50 +110,16 @@ def read_method_io(program: Any, name: str, ctx: int, vocab: int) -> MethodIO:
                     kv_dtypes.pop())
 
 
-@dataclass
-class _LoadedProgram:
-    program: Any
-    program_s: float  # load_program time
-    methods: dict[str, Any]
-    methods_s: float = 0.0  # load_method time of the graph methods
-
-
-# Programs stay loaded for the life of the process. The QNN backend shares one delegate handle
-# between all loads of the same context binary and deletes it when any of them is freed, which
-# breaks the others ("DelegateHandle has been deleted"); so a .pte is loaded once and never freed.
-_PROGRAMS: dict[tuple[str, int, int, int], _LoadedProgram] = {}
-
-
-def _load(path: Path, methods: Sequence[str]) -> tuple[_LoadedProgram, bool]:
-    """The process-wide loaded program of ``path`` (and whether it was already loaded)."""
-    from executorch.runtime import Runtime
-
-    st = path.stat()
-    key = (str(path.resolve()), st.st_size, st.st_mtime_ns, st.st_ino)
-    reused = key in _PROGRAMS
-    if not reused:
-        start = time.perf_counter()
-        program = Runtime.get().load_program(str(path))
-        _PROGRAMS[key] = _LoadedProgram(program, time.perf_counter() - start, {})
-    entry = _PROGRAMS[key]
-    todo = [m for m in methods if m not in entry.methods]
-    if todo:
-        start = time.perf_counter()
-        entry.methods.update({m: entry.program.load_method(m) for m in todo})
-        entry.methods_s += time.perf_counter() - start
-    return entry, reused
-
-
 class HybridRunner:
     """Greedy generation with a hybrid (prefill AR-N + decode AR-1) .pte on the host runtime.
 
-    Loaded programs are shared per file and kept for the life of the process (see ``_PROGRAMS``);
+    Loaded programs are shared per content and kept for the life of the process (``programs``);
     ``load_s`` is the time the first load of the file took.
     """
 
     def __init__(self, pte_path: Path | str) -> None:
         self.pte_path = Path(pte_path)
-        entry, self.reused_program = _load(self.pte_path, ())
+        entry, self.reused_program = programs.load(self.pte_path, ())
         self._program = entry.program
         self.constants: dict[str, Any] = constant_values(self._program)
         missing = [c for c in REQUIRED_CONSTANTS if c not in self.constants]
@@ -178,7 +145,7 @@ class HybridRunner:
         if (self.prefill.k_shapes[0][:-1], self.prefill.kv_dtype) != (
                 self.decode.k_shapes[0][:-1], self.decode.kv_dtype):
             raise HybridRunnerError("prefill and decode caches differ in layout or dtype")
-        entry, _ = _load(self.pte_path, (self.prefill.name, self.decode.name))
+        entry, _ = programs.load(self.pte_path, (self.prefill.name, self.decode.name))
         self._methods = entry.methods
         self.load_s = entry.program_s + entry.methods_s
         self._base_masks = {io.name: self._causal_mask(io) for io in (self.prefill, self.decode)}

@@ -12,6 +12,8 @@ from typing import Any
 
 import torch
 
+from pytest_qnn_genai.runtime import programs
+
 # ExecuTorch ScalarType codes (runtime/core/portable_type/scalar_type.h) -> torch dtype.
 _TORCH_DTYPES: dict[int, torch.dtype] = {
     0: torch.uint8, 1: torch.int8, 2: torch.int16, 3: torch.int32, 4: torch.int64,
@@ -168,9 +170,7 @@ def inspect_pte(path: Path | str) -> PteInfo:
     try:
         serialized = _deserialize(data)
         plans = {plan.name: plan for plan in serialized.execution_plan}
-        from executorch.runtime import Runtime
-
-        program = Runtime.get().load_program(data)
+        program = programs.load(path)[0].program
     except Exception as e:  # noqa: BLE001 - any parse failure: not a program
         raise PteInfoError(f"{path}: not an ExecuTorch program ({type(e).__name__}: {e})") from None
     methods: dict[str, MethodInfo] = {}

@@ -1,0 +1,52 @@
+"""The process-wide set of loaded ExecuTorch programs.
+
+The QNN backend shares one delegate handle between every load of the same context binary in a
+process and deletes it when any of those loads is freed, which breaks the others ("execute failed
+with error 0x1", "DelegateHandle has been deleted"). So every .pte this package runs is loaded here,
+once per content, and kept for the life of the process.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+from pytest_qnn_genai.digest import file_sha256
+
+
+@dataclass
+class LoadedProgram:
+    """A loaded program, its loaded methods and what loading them cost."""
+
+    program: Any
+    program_s: float  # load_program time
+    methods: dict[str, Any] = field(default_factory=dict)
+    methods_s: float = 0.0  # load_method time of the methods loaded through :func:`load`
+
+
+_PROGRAMS: dict[str, LoadedProgram] = {}
+
+
+def load(path: Path | str, methods: Sequence[str] = ()) -> tuple[LoadedProgram, bool]:
+    """The process-wide load of ``path``'s program with ``methods`` loaded; True if reused."""
+    from executorch.runtime import Runtime
+
+    key = file_sha256(Path(path))
+    reused = key in _PROGRAMS
+    if not reused:
+        start = time.perf_counter()
+        program = Runtime.get().load_program(str(path))
+        _PROGRAMS[key] = LoadedProgram(program, time.perf_counter() - start)
+    entry = _PROGRAMS[key]
+    todo = [m for m in methods if m not in entry.methods]
+    if todo:
+        start = time.perf_counter()
+        entry.methods.update({m: entry.program.load_method(m) for m in todo})
+        entry.methods_s += time.perf_counter() - start
+    return entry, reused
+
+
+def method(path: Path | str, name: str) -> Any:
+    """A loaded method of ``path``'s program (loaded once per process)."""
+    return load(path, (name,))[0].methods[name]
