@@ -129,25 +129,19 @@ def _io_meta(meta: Any, kinds: list[str], output: bool) -> tuple[TensorMeta, ...
     return tuple(items)
 
 
+def _called(plan: Any, kind: str, index_field: str) -> set[int]:
+    """Indices (``index_field``) of every ``kind`` instruction in the plan's chains."""
+    return {getattr(instr.instr_args, index_field) for chain in plan.chains
+            for instr in chain.instructions if type(instr.instr_args).__name__ == kind}
+
+
 def _operator_names(plan: Any) -> tuple[str, ...]:
-    used: set[int] = set()
-    for chain in plan.chains:
-        for instr in chain.instructions:
-            if type(instr.instr_args).__name__ == "KernelCall":
-                used.add(instr.instr_args.op_index)
-    names = []
-    for i in sorted(used):
-        op = plan.operators[i]
-        names.append(f"{op.name}.{op.overload}" if op.overload else op.name)
-    return tuple(sorted(set(names)))
+    ops = (plan.operators[i] for i in _called(plan, "KernelCall", "op_index"))
+    return tuple(sorted({f"{op.name}.{op.overload}" if op.overload else op.name for op in ops}))
 
 
 def _delegate_ids(plan: Any) -> tuple[str, ...]:
-    used: set[int] = set()
-    for chain in plan.chains:
-        for instr in chain.instructions:
-            if type(instr.instr_args).__name__ == "DelegateCall":
-                used.add(instr.instr_args.delegate_index)
+    used = _called(plan, "DelegateCall", "delegate_index")
     return tuple(sorted({plan.delegates[i].id for i in used}))
 
 
