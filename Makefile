@@ -1,6 +1,7 @@
 # pytest-qnn-genai: two commands do all the set-up on a fresh machine (Python 3.11, pip, gcc).
 #   make gate   run the gate suites on the x86 HTP emulator (SoC SM8650 unless SOC=...)
-#   make test   run the plugin's own tests and the suites
+#   make test   lint, then run the plugin's own tests and the suites
+#   make unit   the fast tier only (seconds, no builds)
 PYTHON ?= python3.11
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
@@ -8,14 +9,14 @@ SOC    ?= SM8650
 PYTEST_ARGS ?=
 STAMP  := $(VENV)/.installed
 
-.PHONY: gate test install adb nightly clean
+.PHONY: gate test unit lint install adb nightly clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 
-$(STAMP): pyproject.toml | $(PY)
-	$(PY) -m pip install --quiet -e .
+$(STAMP): pyproject.toml constraints.txt | $(PY)
+	$(PY) -m pip install --quiet -c constraints.txt -e '.[dev]'
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -27,7 +28,15 @@ adb:
 gate: install
 	$(PY) -m pytest suites --soc $(SOC) $(PYTEST_ARGS)
 
-test: install adb
+# ruff and the import-linter layer contracts (pyproject.toml)
+lint: install
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/lint-imports
+
+unit: install
+	$(PY) -m pytest tests/unit $(PYTEST_ARGS)
+
+test: lint adb
 	@$(PY) -m pytest tests suites --soc $(SOC) $(PYTEST_ARGS); rc=$$?; \
 	  if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests (exit 5)" >&2; fi; exit $$rc
 

@@ -1,22 +1,35 @@
-"""The staged pipeline wired to the artifact cache: model → QDQ → .pte → run, plus references.
+"""Every cached product of a session: model → QDQ → .pte → run, the other flows, the references.
 
-Every expensive product is a cache entry keyed by content (the model case's files and settings,
-the target, the upstream entry's digest, the tool versions), so a warm session only loads files
-and runs the emulator. Nothing here depends on pytest.
+The only caller of the artifact cache for builds. Every expensive product is a cache entry keyed
+by content (the model case's files and settings, the target, the upstream entry's digest, the tool
+versions), so a warm session only loads files and runs the emulator. The builders it runs write
+into a folder and know nothing of the cache (:mod:`pytest_qnn_genai.stages`,
+:mod:`pytest_qnn_genai.flows`); :meth:`Pipeline.artifacts` gives any flow's build in the same
+shape. Nothing here depends on pytest.
 """
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from pytest_qnn_genai.cache import ArtifactCache, CacheEntry
+from pytest_qnn_genai.flows.base import FLOW_NAMES, FlowArtifacts
+from pytest_qnn_genai.hybrid import CALIBRATION, QDQ, TEXT_DECODER
 from pytest_qnn_genai.models.registry import ModelCase
-from pytest_qnn_genai.results import RunResult
+from pytest_qnn_genai.runtime.result import RunResult
 from pytest_qnn_genai.targets import Target
+
+if TYPE_CHECKING:
+    from pytest_qnn_genai.devices.session import DeviceSessions
+    from pytest_qnn_genai.flows.legacy import LegacyArtifacts
+    from pytest_qnn_genai.stages.compile import PteArtifacts
+    from pytest_qnn_genai.stages.prepare import PreparedModel
+    from pytest_qnn_genai.stages.quantize import QdqArtifacts
 
 REFERENCE_JSON = "reference.json"
 LOGITS_NPY = "logits.npy"
@@ -36,12 +49,13 @@ class Reference:
         np.save(out / LOGITS_NPY, self.logits.astype(np.float32))
 
     @classmethod
-    def load(cls, entry: CacheEntry) -> "Reference":
+    def load(cls, entry: CacheEntry) -> Reference:
         data = json.loads(entry.file(REFERENCE_JSON).read_text())
         return cls(data["prompt_tokens"], data["tokens"], np.load(entry.file(LOGITS_NPY)))
 
 
-def _greedy(logits_of: Any, prompt: list[int], n: int, eos: int | None) -> Reference:
+def _greedy(logits_of: Callable[[list[int]], np.ndarray], prompt: list[int], n: int,
+            eos: int | None) -> Reference:
     tokens: list[int] = []
     rows: list[np.ndarray] = []
     for _ in range(n):
@@ -56,13 +70,13 @@ def _greedy(logits_of: Any, prompt: list[int], n: int, eos: int | None) -> Refer
 class Pipeline:
     """One session's view of the stages: builds through the cache, memoizes what it loaded."""
 
-    def __init__(self, cache: ArtifactCache, devices: Any = None) -> None:
+    def __init__(self, cache: ArtifactCache, devices: DeviceSessions | None = None) -> None:
         self.cache = cache
-        self.devices = devices  # devices.session.DeviceSessions for phone targets (or None)
-        self._prepared: dict[str, Any] = {}
+        self.devices = devices  # this worker's phones, for phone targets
+        self._prepared: dict[str, PreparedModel] = {}
 
     # -- stages ---------------------------------------------------------------------------
-    def prepared(self, case: ModelCase) -> Any:
+    def prepared(self, case: ModelCase) -> PreparedModel:
         """Stage prepare (in memory, not cached: cheap once executorch is imported)."""
         if case.name not in self._prepared:
             from pytest_qnn_genai.stages.prepare import prepare
@@ -80,8 +94,8 @@ class Pipeline:
             lambda out: quantize(self.prepared(case), target.soc, out, target.backend),
             label=f"{case.name} {target.soc.name}-{target.backend}")
 
-    def qdq(self, case: ModelCase, target: Target) -> Any:
-        """The quantize stage's artifacts (``QdqArtifacts``)."""
+    def qdq(self, case: ModelCase, target: Target) -> QdqArtifacts:
+        """The quantize stage's artifacts."""
         from pytest_qnn_genai.stages.quantize import QdqArtifacts
 
         return QdqArtifacts.load(self.qdq_entry(case, target).path)
@@ -97,8 +111,8 @@ class Pipeline:
             lambda out: compile_pte(self.qdq(case, target), target, out),
             upstream=[qdq_entry.digest], label=f"{case.name} {target.soc.name}-{target.backend}")
 
-    def pte(self, case: ModelCase, target: Target) -> Any:
-        """The compile stage's artifacts (``PteArtifacts``)."""
+    def pte(self, case: ModelCase, target: Target) -> PteArtifacts:
+        """The compile stage's artifacts."""
         from pytest_qnn_genai.stages.compile import PteArtifacts
 
         return PteArtifacts.load(self.pte_entry(case, target).path)
@@ -106,7 +120,7 @@ class Pipeline:
     def run(self, case: ModelCase, target: Target, prompt: str | None = None,
             max_new_tokens: int | None = None) -> RunResult:
         """Stage run: greedy generation with the target's .pte (never cached: it is the test)."""
-        from pytest_qnn_genai.stages.run import run
+        from pytest_qnn_genai.runtime.run import run
 
         device = digest = None
         if not target.is_emulator:  # a phone: this worker's DeviceSession, the .pte by digest
@@ -128,11 +142,63 @@ class Pipeline:
             lambda out: build_legacy(case, target, out),
             label=f"{case.name} {target.soc.name}-{target.backend}")
 
-    def legacy(self, case: ModelCase, target: Target) -> Any:
-        """The legacy flow's artifacts (``LegacyArtifacts``: .pte, decode_qdq.pt2, log)."""
+    def legacy(self, case: ModelCase, target: Target) -> LegacyArtifacts:
+        """The legacy flow's artifacts (.pte, decode_qdq.pt2, log)."""
         from pytest_qnn_genai.flows.legacy import LegacyArtifacts
 
         return LegacyArtifacts.load(self.legacy_entry(case, target).path)
+
+    def genai_entry(self, case: ModelCase, target: Target) -> CacheEntry:
+        """executorch's genai_pipeline compiling the staged flow's QDQ graphs."""
+        from pytest_qnn_genai.flows.genai import build_genai
+        from pytest_qnn_genai.sdk.versions import dist_version
+
+        qdq_entry = self.qdq_entry(case, target)
+        return self.cache.get_or_build(
+            "genai-build", {"case": case.fingerprint(), "soc": target.soc.name,
+                            "backend": target.backend, "executorch": dist_version("executorch")},
+            lambda out: build_genai(self.qdq(case, target), case, target, out),
+            upstream=[qdq_entry.digest], label=f"{case.name} {target.soc.name}-{target.backend}")
+
+    def smoke_block(self, target: Target, quant: str) -> CacheEntry:
+        """The smoke flow's attention block, quantized with ``quant`` (or fp16), lowered."""
+        from pytest_qnn_genai.flows.base import smoke
+
+        return self.cache.get_or_build(
+            "smoke-lower", smoke.spec(target, quant), lambda out: smoke.build(target, quant, out),
+            label=f"attention-{quant} {target.id}")
+
+    # -- any flow, same shape ---------------------------------------------------------------
+    def artifacts(self, flow: str, case: ModelCase, target: Target) -> FlowArtifacts:
+        """What ``flow`` (``legacy``, ``new``, ``genai``) built for ``case`` and ``target``."""
+        if flow not in FLOW_NAMES:
+            raise KeyError(f"unknown flow {flow!r}; flows: {', '.join(FLOW_NAMES)}")
+        if flow == "legacy":
+            entry = self.legacy_entry(case, target)
+            art = self.legacy(case, target)
+            return FlowArtifacts(flow, {TEXT_DECODER: art.pte, QDQ: art.decode_qdq},
+                                 {"legacy-build": _build_s(entry)},
+                                 {"wall_s": art.wall_s, "peak_rss_mb": art.peak_rss_mb})
+        qdq_entry = self.qdq_entry(case, target)
+        qdq = self.qdq(case, target)
+        if flow == "new":
+            pte_entry = self.pte_entry(case, target)
+            pte = self.pte(case, target)
+            return FlowArtifacts(
+                flow, {TEXT_DECODER: pte.pte, QDQ: qdq.path(CALIBRATION)},
+                {"quantize": _build_s(qdq_entry), "compile": _build_s(pte_entry)},
+                {"graphs": sorted(qdq.data["graphs"]), "metadata": sorted(qdq.metadata),
+                 "compile_spec": pte.compile_spec})
+        if flow == "genai":
+            from pytest_qnn_genai.flows.genai import artifact_names
+
+            entry = self.genai_entry(case, target)
+            names = artifact_names(entry.path)
+            return FlowArtifacts(flow, {TEXT_DECODER: entry.path / names[0],
+                                        QDQ: qdq.path(CALIBRATION)},
+                                 {"quantize": _build_s(qdq_entry), "genai-build": _build_s(entry)},
+                                 {"artifacts": names})
+        raise AssertionError(f"flow {flow!r} is in FLOW_NAMES but has no branch here")
 
     # -- references -----------------------------------------------------------------------
     def fp32_reference(self, case: ModelCase, prompt_tokens: list[int]) -> Reference:
@@ -151,7 +217,7 @@ class Pipeline:
     def qdq_logits(self, case: ModelCase, target: Target, prompt_tokens: list[int],
                    tokens: list[int]) -> np.ndarray:
         """QDQ logits (CPU, teacher-forced) for each of ``tokens`` after ``prompt_tokens``."""
-        from pytest_qnn_genai.stages.prepare import CALIBRATION, run_calibration_graph
+        from pytest_qnn_genai.stages.prepare import run_calibration_graph
 
         def build(out: Path) -> None:
             graph = self.qdq(case, target).graph(CALIBRATION)
@@ -164,3 +230,8 @@ class Pipeline:
             "qdq-logits", {"prompt_tokens": list(prompt_tokens), "tokens": list(tokens)}, build,
             upstream=[qdq_entry.digest], label=f"{case.name} {target.soc.name}-{target.backend}")
         return Reference.load(entry).logits
+
+
+def _build_s(entry: CacheEntry) -> float:
+    """``build_s`` of a cache entry's manifest (what building it took, even on a cache hit)."""
+    return float(entry.manifest.get("build_s", 0.0))

@@ -4,8 +4,8 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Callable, Iterator
 
 Writer = Callable[[str], None]
 _terminal_fd: int | None = None

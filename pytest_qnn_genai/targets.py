@@ -2,6 +2,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from executorch.backends.qualcomm.serialization.qc_schema import QcomChipset
 
 EMULATOR = "x86-emulator"
 BACKENDS = ("htp", "gpu", "lpai")
@@ -16,7 +20,7 @@ class SocSpec:
     marketing: str = ""
 
     @property
-    def chipset(self):  # -> executorch QcomChipset (imported lazily: executorch is slow to import)
+    def chipset(self) -> QcomChipset:  # imported lazily: executorch is slow to import
         from executorch.backends.qualcomm.serialization.qc_schema import QcomChipset
 
         return getattr(QcomChipset, self.name)

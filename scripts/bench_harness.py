@@ -41,10 +41,10 @@ def overhead(cache_dir: Path, rounds: int, max_new_tokens: int) -> list[tuple[st
     from pytest_qnn_genai.perf.benchmark import Workload
     from pytest_qnn_genai.pipeline import Pipeline
     from pytest_qnn_genai.runtime.host_runner import HybridRunner
+    from pytest_qnn_genai.runtime.tokenizer import encode, load_tokenizer
     from pytest_qnn_genai.sdk import activate, resolve_sdk
-    from pytest_qnn_genai.stages.run import _load_tokenizer, encode
+    from pytest_qnn_genai.sdk.versions import stack
     from pytest_qnn_genai.targets import Target, soc
-    from pytest_qnn_genai.versions import stack
 
     sdk = resolve_sdk(None, cache_dir)
     activate(sdk)
@@ -60,7 +60,7 @@ def overhead(cache_dir: Path, rounds: int, max_new_tokens: int) -> list[tuple[st
                                                f"{max_new_tokens} new tokens, {rounds} rounds")]
     for name, pte in ptes.items():
         runner = HybridRunner(pte)
-        ids = encode(_load_tokenizer(case.path("tokenizer_model")), workload.prompt,
+        ids = encode(load_tokenizer(case.path("tokenizer_model")), workload.prompt,
                      runner.bos_id)[:runner.max_prompt_len]
         runner.generate(ids, max_new_tokens, stop_at_eos=False)  # warm-up
         over, execute, wall = [], [], []

@@ -103,7 +103,8 @@ def build(out):
         log.write("build\\n")
     time.sleep(1.0)
     (out / "a.bin").write_bytes(b"payload")
-entry = ArtifactCache(Path(sys.argv[1]), {"v": "1"}, progress=lambda m: None).get_or_build("s", {"k": 1}, build)
+cache = ArtifactCache(Path(sys.argv[1]), {"v": "1"}, progress=lambda m: None)
+entry = cache.get_or_build("s", {"k": 1}, build)
 print(entry.hit, entry.file("a.bin").read_bytes().decode())
 """
 

@@ -20,7 +20,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from filelock import FileLock
 
-from pytest_qnn_genai.digest import file_sha256
+from pytest_qnn_genai.files import file_sha256
 from pytest_qnn_genai.progress import Writer, heartbeat, stderr_writer
 
 MANIFEST = "manifest.json"

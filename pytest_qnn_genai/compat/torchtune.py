@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib
 import sys
 import types
+from collections.abc import Callable
 
 STUB_VERSION = "0.0.0+pytest-qnn-genai-stub"
 
@@ -18,7 +19,7 @@ class TorchtuneUnavailable(RuntimeError):
     """A torchtune function was called, but only the import-time stand-in is installed."""
 
 
-def _unavailable(name: str):
+def _unavailable(name: str) -> Callable[..., None]:
     def call(*_args: object, **_kwargs: object) -> None:
         raise TorchtuneUnavailable(
             f"torchtune.{name} was called, but torchtune is not installed (only pytest-qnn-genai's "

@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from pytest_qnn_genai.results import PerfStats, RunResult
+from pytest_qnn_genai.runtime.result import PerfStats, RunResult
 
 OBSERVER_PREFIX = "PyTorchObserver "
 _NUMBER = r"([-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?)"

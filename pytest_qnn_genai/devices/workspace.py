@@ -16,9 +16,9 @@ import shlex
 from collections.abc import Sequence
 from pathlib import Path
 
-from pytest_qnn_genai.digest import file_sha256
 from pytest_qnn_genai.devices.adb import AdbCommandError, AdbDevice
 from pytest_qnn_genai.devices.runner_output import RunnerFiles
+from pytest_qnn_genai.files import file_sha256
 
 DEFAULT_ROOT = "/data/local/tmp/pytest-qnn-genai"
 LIBS_MARKER = ".libs.sha256"

@@ -1,33 +1,7 @@
-"""End-to-end build flows (each one a way of turning a model case into a .pte).
+"""The builders a gate compares: ``legacy`` (executorch's llama.py), ``new`` (this project's
+staged flow, :mod:`pytest_qnn_genai.stages`), ``genai`` (executorch's genai_pipeline), and the
+smoke block. Each writes into a folder; :mod:`pytest_qnn_genai.pipeline` caches them.
 
-``FLOWS`` maps a flow name (``legacy``, ``new``, ``genai``) to an object with
-``build(pipeline, case, target) -> FlowArtifacts``; see :mod:`pytest_qnn_genai.flows.base`.
+Nothing is imported here: the builders import executorch, which is slow and order-sensitive once
+the QNN SDK is active.
 """
-from __future__ import annotations
-
-from typing import Any
-
-from pytest_qnn_genai.flows.base import ARTIFACT_KEYS, QDQ, TEXT_DECODER, Flow, FlowArtifacts
-
-FLOW_NAMES = ("legacy", "new", "genai")
-
-
-def get_flow(name: str) -> Any:
-    """The flow called ``name`` (imports lazily: the legacy module pulls in no executorch)."""
-    if name == "legacy":
-        from pytest_qnn_genai.flows.legacy_flow import LegacyFlow
-
-        return LegacyFlow()
-    if name == "new":
-        from pytest_qnn_genai.flows.new import NewFlow
-
-        return NewFlow()
-    if name == "genai":
-        from pytest_qnn_genai.flows.genai import GenAIFlow
-
-        return GenAIFlow()
-    raise KeyError(f"unknown flow {name!r}; flows: {', '.join(FLOW_NAMES)}")
-
-
-__all__ = ["ARTIFACT_KEYS", "FLOW_NAMES", "QDQ", "TEXT_DECODER", "Flow", "FlowArtifacts",
-           "get_flow"]

@@ -1,19 +1,20 @@
-"""One interface over the three ways of turning a model case into a hybrid ``.pte``.
+"""What every flow hands the parity suite: the same artifact keys, whatever built them.
 
-Each flow's ``build(pipeline, case, target)`` returns :class:`FlowArtifacts`: the same artifact
-keys whatever the flow (``text_decoder`` = the hybrid .pte, ``qdq`` = the calibration-shaped QDQ
-graph that is the CPU reference), plus the cache manifests' build time. The parity suite compares
-two flows' artifacts; nothing here depends on pytest.
+A flow turns a model case into a hybrid ``.pte`` for a target. Each flow module has a builder
+that writes into a folder and knows nothing of the cache (``legacy.build_legacy``, the staged
+``stages`` functions, ``genai.build_genai``); :meth:`pytest_qnn_genai.pipeline.Pipeline.artifacts`
+runs them through the cache and returns :class:`FlowArtifacts`: ``text_decoder`` = the hybrid
+.pte, ``qdq`` = the calibration-shaped QDQ graph that is the CPU reference, plus the cache
+manifests' build times.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
 
-TEXT_DECODER = "text_decoder"  # the hybrid prefill_forward + kv_forward program
-QDQ = "qdq"  # the calibration-shaped QDQ graph (AR = max_context_len, empty KV cache)
-ARTIFACT_KEYS = (TEXT_DECODER, QDQ)
+from pytest_qnn_genai.hybrid import QDQ, TEXT_DECODER
+
+FLOW_NAMES = ("legacy", "new", "genai")
 
 
 @dataclass(frozen=True)
@@ -21,9 +22,9 @@ class FlowArtifacts:
     """What one flow built for one model case and target."""
 
     flow: str
-    files: dict[str, Path]  # ARTIFACT_KEYS -> file
+    files: dict[str, Path]  # hybrid.ARTIFACT_KEYS -> file
     build_s: dict[str, float] = field(default_factory=dict)  # cache stage -> manifest build_s
-    info: dict[str, Any] = field(default_factory=dict)
+    info: dict[str, object] = field(default_factory=dict)
 
     @property
     def pte(self) -> Path:
@@ -40,16 +41,3 @@ class FlowArtifacts:
     @property
     def pte_bytes(self) -> int:
         return self.pte.stat().st_size
-
-
-class Flow(Protocol):
-    """A build flow: a name and a ``build`` producing :class:`FlowArtifacts`."""
-
-    name: str
-
-    def build(self, pipeline: Any, case: Any, target: Any) -> FlowArtifacts: ...
-
-
-def build_seconds(entry: Any) -> float:
-    """``build_s`` of a cache entry's manifest (what building it took, even on a cache hit)."""
-    return float(entry.manifest.get("build_s", 0.0))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pytest_qnn_genai.flows.base import ARTIFACT_KEYS
+from pytest_qnn_genai.hybrid import ARTIFACT_KEYS
 
 # new-flow setting -> the llama.py flag that sets the same thing
 LEGACY_FLAGS = {

@@ -1,4 +1,4 @@
-"""Adapter for executorch's ``backends.qualcomm.genai_pipeline`` as a third :class:`Flow`.
+"""Adapter for executorch's ``backends.qualcomm.genai_pipeline``: the third flow.
 
 The upstream package has four stages (model preparation, quantization, compilation, inference)
 routed by an ``EngineProxy``. In executorch 1.5.1:
@@ -21,10 +21,15 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
-from pytest_qnn_genai.flows.base import QDQ, TEXT_DECODER, FlowArtifacts, build_seconds
-from pytest_qnn_genai.versions import dist_version
+from pytest_qnn_genai.hybrid import DECODE
+from pytest_qnn_genai.sdk.versions import dist_version
+
+if TYPE_CHECKING:
+    from pytest_qnn_genai.models.registry import ModelCase
+    from pytest_qnn_genai.stages.quantize import QdqArtifacts
+    from pytest_qnn_genai.targets import Target
 
 ARTIFACTS_FILE = "genai_artifacts.txt"
 
@@ -57,7 +62,7 @@ def _not_implemented(exc: BaseException) -> BaseException | None:
     return None
 
 
-def drive_compilation(qdq: Any, case: Any, target: Any, out_dir: Path) -> list[Path]:
+def drive_compilation(qdq: QdqArtifacts, case: ModelCase, target: Target, out_dir: Path) -> list[Path]:
     """Run genai_pipeline's compilation stage on the case's QDQ decode graph into ``out_dir``.
 
     Returns the artifact paths it reports; raises :class:`GenAIUnavailable` when (and only when)
@@ -70,8 +75,6 @@ def drive_compilation(qdq: Any, case: Any, target: Any, out_dir: Path) -> list[P
         STAGE_MODEL_PREPARATION,
         STAGE_QUANTIZATION,
     )
-
-    from pytest_qnn_genai.stages.prepare import DECODE
 
     proxy = gp.EngineProxy({}, get_backend_type(target.backend))
     pipe = gp.GenAIPipeline.from_proxy(
@@ -98,36 +101,22 @@ def drive_compilation(qdq: Any, case: Any, target: Any, out_dir: Path) -> list[P
     return paths
 
 
-class GenAIFlow:
-    """genai_pipeline's compilation of the staged flow's QDQ graphs (see module docstring)."""
+def build_genai(qdq: QdqArtifacts, case: ModelCase, target: Target, out: Path) -> list[str]:
+    """genai_pipeline's compilation of the staged flow's QDQ decode graph, into ``out``.
 
-    name = "genai"
+    The reported artifacts are copied to the top of ``out`` (the cache records top-level files
+    only) and listed in :data:`ARTIFACTS_FILE`, the first being the program.
+    """
+    work = out / "genai-work"
+    names = []
+    for p in drive_compilation(qdq, case, target, work):
+        shutil.copy2(p, out / p.name)
+        names.append(p.name)
+    shutil.rmtree(work, ignore_errors=True)
+    (out / ARTIFACTS_FILE).write_text("\n".join(names) + "\n")
+    return names
 
-    def build(self, pipeline: Any, case: Any, target: Any) -> FlowArtifacts:
-        from pytest_qnn_genai.stages.prepare import CALIBRATION
 
-        qdq_entry = pipeline.qdq_entry(case, target)
-        qdq = pipeline.qdq(case, target)
-
-        def build(out: Path) -> None:
-            work = out / "genai-work"
-            paths = drive_compilation(qdq, case, target, work)
-            names = []
-            for p in paths:  # the cache records top-level files only
-                shutil.copy2(p, out / p.name)
-                names.append(p.name)
-            shutil.rmtree(work, ignore_errors=True)
-            (out / ARTIFACTS_FILE).write_text("\n".join(names) + "\n")
-
-        entry = pipeline.cache.get_or_build(
-            "genai-build", {"case": case.fingerprint(), "soc": target.soc.name,
-                            "backend": target.backend,
-                            "executorch": dist_version("executorch")},
-            build, upstream=[qdq_entry.digest],
-            label=f"{case.name} {target.soc.name}-{target.backend}")
-        names = entry.file(ARTIFACTS_FILE).read_text().split()
-        return FlowArtifacts(self.name, {TEXT_DECODER: entry.path / names[0],
-                                         QDQ: qdq.path(CALIBRATION)},
-                             {"quantize": build_seconds(qdq_entry),
-                              "genai-build": build_seconds(entry)},
-                             {"artifacts": names})
+def artifact_names(folder: Path) -> list[str]:
+    """The artifacts :func:`build_genai` wrote into ``folder``, the program first."""
+    return (folder / ARTIFACTS_FILE).read_text().split()

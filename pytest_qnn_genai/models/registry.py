@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pytest_qnn_genai.digest import file_sha256
+from pytest_qnn_genai.files import file_sha256
 
 MODELS_DIR = Path(__file__).parent
 

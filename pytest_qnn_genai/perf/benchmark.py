@@ -1,4 +1,4 @@
-"""Measured generation rounds for the perf gate: pytest-benchmark wiring, minimum work, A/B gates.
+"""Measured generation rounds: pytest-benchmark wiring and minimum work.
 
 A *generation* is a zero-argument callable returning :class:`PerfStats` (one greedy generation of
 a fixed workload). :func:`measure` runs it after a warm-up for ``rounds`` rounds and then tops up
@@ -6,8 +6,7 @@ with more rounds (bounded) until the pooled work meets the minimum (:mod:`.minim
 is never skipped for resting on too little work. :class:`QnnBenchmark` does the same through
 pytest-benchmark's ``benchmark.pedantic`` when the plugin is active and with its own loop when
 pytest-benchmark is disabled (``--benchmark-disable``, or ``-n N`` where it disables itself).
-:func:`ab_gate` runs two contenders interleaved (A B, B A, A B, ...) and gates
-median(B)/median(A).
+The A/B gate is :mod:`pytest_qnn_genai.perf.gate`.
 
 On the emulator every .pte runs through :class:`~pytest_qnn_genai.runtime.host_runner.HybridRunner`
 (the only safe way to load a QNN .pte twice in one process).
@@ -15,17 +14,16 @@ On the emulator every .pte runs through :class:`~pytest_qnn_genai.runtime.host_r
 from __future__ import annotations
 
 import statistics
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
-from pytest_qnn_genai.perf.compare import GateVerdict, interleave, relative_gate
-from pytest_qnn_genai.perf.minimum import Work, check_minimum, measured_work
-from pytest_qnn_genai.results import PerfStats
+from pytest_qnn_genai.perf.minimum import GATED, Work, check_minimum, measured_work
+from pytest_qnn_genai.runtime.result import PerfStats
 
 Generate = Callable[[], PerfStats]
 PERF_MAX_NEW_TOKENS = 24
-GATED = ("prefill_tok_s", "decode_tok_s")
 # extra_info key -> PerfStats attribute (medians over the measured rounds)
 EXTRA_INFO = {"prompt_tok_s": "prefill_tok_s", "decode_tok_s": "decode_tok_s",
               "ttft_s": "ttft_s", "load_s": "model_load_s", "prompt_tokens": "prompt_tokens",
@@ -81,10 +79,10 @@ def host_generation(pte: Path | str, tokenizer_model: Path | str, workload: Work
                     runner_class: type | None = None) -> Generate:
     """An emulator generation of ``workload`` with ``pte`` (fixed work: EOS does not stop it)."""
     from pytest_qnn_genai.runtime.host_runner import HybridRunner
-    from pytest_qnn_genai.stages.run import _load_tokenizer, encode
+    from pytest_qnn_genai.runtime.tokenizer import encode, load_tokenizer
 
     runner = (runner_class or HybridRunner)(pte)
-    ids = encode(_load_tokenizer(Path(tokenizer_model)), workload.prompt, runner.bos_id)
+    ids = encode(load_tokenizer(Path(tokenizer_model)), workload.prompt, runner.bos_id)
     ids = ids[:runner.max_prompt_len]
     n = max(1, min(workload.max_new_tokens, runner.max_seq_len - 1 - len(ids)))
     return lambda: runner.generate(ids, n, stop_at_eos=False).perf
@@ -198,66 +196,6 @@ class QnnBenchmark:
         return result
 
 
-@dataclass(frozen=True)
-class Contender:
-    """One side of an A/B comparison."""
-
-    name: str
-    generate: Generate
-
-
-@dataclass
-class ABOutcome:
-    """Interleaved rounds of A and B and the gate verdict per rate figure (B/A medians)."""
-
-    a: str
-    b: str
-    a_rounds: list[PerfStats]
-    b_rounds: list[PerfStats]
-    verdicts: dict[str, GateVerdict]
-    shortfall: list[str]
-
-    @property
-    def passed(self) -> bool:
-        return all(v.passed for v in self.verdicts.values())
-
-    def failures(self) -> list[str]:
-        return [f"{self.b} vs {self.a} {fig}: {v}" for fig, v in self.verdicts.items()
-                if not v.passed]
-
-    def values(self) -> dict[str, Any]:
-        """Ratios and both sides' medians (what an A/B perf record stores)."""
-        out: dict[str, Any] = {"rounds": len(self.a_rounds)}
-        for fig, v in self.verdicts.items():
-            out |= {f"{fig}_ratio": round(v.ratio, 4), f"{self.a}_{fig}": v.median_a,
-                    f"{self.b}_{fig}": v.median_b}
-        return out
-
-
-def ab_gate(a: Contender, b: Contender, rounds: int, floor: float, minimum: Minimum,
-            warmup: int = 1) -> ABOutcome:
-    """Run A B, B A, ... (``warmup`` discarded pairs, ``rounds`` pairs, then more pairs until both
-    sides meet ``minimum``, bounded by ``minimum.max_rounds``) and gate B/A on each rate."""
-    a_stats: list[PerfStats] = []
-    b_stats: list[PerfStats] = []
-
-    def run(c: Contender, into: list[PerfStats]) -> float:
-        into.append(c.generate())
-        return into[-1].decode_tok_s
-
-    interleave(lambda: run(a, a_stats), lambda: run(b, b_stats), rounds, warmup)
-    a_stats, b_stats = a_stats[warmup:], b_stats[warmup:]
-    while ((minimum.shortfall(a_stats) or minimum.shortfall(b_stats))
-           and len(a_stats) < minimum.max_rounds):
-        first, second = ((b, b_stats), (a, a_stats)) if len(a_stats) % 2 else (
-            (a, a_stats), (b, b_stats))  # keep the ABBA order going
-        interleave(lambda: run(*first), lambda: run(*second), 1, 0)
-    verdicts = {fig: relative_gate([getattr(s, fig) for s in a_stats],
-                                   [getattr(s, fig) for s in b_stats], floor) for fig in GATED}
-    return ABOutcome(a.name, b.name, a_stats, b_stats, verdicts,
-                     minimum.shortfall(a_stats) + minimum.shortfall(b_stats))
-
-
 class BenchmarkHooks:
     """pytest-benchmark hooks (registered only when pytest-benchmark is active)."""
 
@@ -270,49 +208,8 @@ class BenchmarkHooks:
 
 def machine_info(settings: Any, sdk: Any) -> dict[str, Any]:
     """The ``machine_info["qnn_genai"]`` block: SoCs, backend, device serial(s), tool versions."""
-    from pytest_qnn_genai.versions import dist_version
+    from pytest_qnn_genai.sdk.versions import dist_version
 
     return {"soc": ",".join(s.name for s in settings.socs), "backend": settings.backend,
             "device": settings.device_label, "qairt": f"{sdk.qairt_version} ({sdk.kind} sdk)",
             "executorch": dist_version("executorch"), "torch": dist_version("torch")}
-
-
-def load_baseline(path: Path) -> Any:
-    """``--qnn-compare-to``: a ``results.json`` or a folder holding one (``ResultsFileError``)."""
-    from pytest_qnn_genai.report.results import RESULTS_NAME, ResultsFile
-
-    path = Path(path)
-    return ResultsFile.load(path / RESULTS_NAME if path.is_dir() else path)
-
-
-def report_folder(root: Path, results: Any) -> Path:
-    """``root/<date>/`` for this run; ``root/<date>-<HHMMSS>/`` when that day already has one."""
-    from pytest_qnn_genai.report.results import RESULTS_NAME, run_dir
-
-    folder = run_dir(root, results.header)
-    if (folder / RESULTS_NAME).exists():
-        folder = folder.with_name(f"{folder.name}-{results.header.when.strftime('%H%M%S')}")
-    return folder
-
-
-def write_report(root: Path, results: Any, goldens: Mapping[str, Any], baseline: Any = None,
-                 noise: float = 0.10) -> tuple[Path, list[Path]]:
-    """Write ``results.json``, ``summary.md`` and the plots of a run into its report folder.
-
-    ``summary.md`` compares with ``baseline`` (``--qnn-compare-to``), else with the newest earlier
-    run in ``root``; the trend plot covers every earlier run in ``root``. Returns the folder and
-    the files written.
-    """
-    from pytest_qnn_genai.report import (latest_before, load_history, write_plots,
-                                         write_summary)
-    from pytest_qnn_genai.report.results import RESULTS_NAME
-    from pytest_qnn_genai.report.summary import SUMMARY_NAME
-
-    folder = report_folder(Path(root), results)
-    folder.mkdir(parents=True, exist_ok=True)
-    history = load_history(root, exclude=folder / RESULTS_NAME)
-    previous = baseline if baseline is not None else latest_before(history, results)
-    written = [results.write(folder / RESULTS_NAME),
-               write_summary(folder / SUMMARY_NAME, results, goldens, previous, noise)]
-    written += write_plots(results, history, goldens, folder)
-    return folder, written

@@ -7,13 +7,14 @@ summed, the rate is their quotient).
 """
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable
 
-from pytest_qnn_genai.results import PerfStats
+from pytest_qnn_genai.runtime.result import PerfStats
 
 DEFAULT_MIN_TOKENS = 64
 DEFAULT_MIN_SECONDS = 1.0
+GATED = ("prefill_tok_s", "decode_tok_s")  # the rate figures gates judge
 _TOKENS_OF = {"prefill_tok_s": "prompt_tokens", "decode_tok_s": "generated_tokens"}
 
 

@@ -5,10 +5,11 @@ nothing global changes in the process that calls these functions.
 """
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Mapping, Sequence
+from typing import TYPE_CHECKING
 
-from pytest_qnn_genai.perf.golden import GoldenPerf
+from pytest_qnn_genai.golden.perf import GoldenPerf
 from pytest_qnn_genai.report.results import ResultsFile
 
 if TYPE_CHECKING:

@@ -14,13 +14,14 @@ import json
 import math
 import subprocess
 import warnings
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
-from pytest_qnn_genai.atomic import write_text_atomic
-from pytest_qnn_genai.perf.compare import FigureKey, higher_is_better
+from pytest_qnn_genai.files import write_text_atomic
+from pytest_qnn_genai.report.diff import FigureKey, higher_is_better
 from pytest_qnn_genai.targets import EMULATOR, Target
 
 SCHEMA = 1
@@ -66,7 +67,7 @@ class Header:
     def collect(cls, socs: Sequence[str], backend: str, devices: Sequence[str],
                 versions: Mapping[str, str], repo: Path | str | None = None) -> Header:
         """A header stamped with the current UTC time and the git commit of ``repo``."""
-        now = datetime.now(timezone.utc).replace(microsecond=0).isoformat()
+        now = datetime.now(UTC).replace(microsecond=0).isoformat()
         return cls(now, list(socs), backend, list(devices), dict(versions), git_sha(repo))
 
     @property

@@ -2,13 +2,20 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
-from pytest_qnn_genai.atomic import write_text_atomic
-from pytest_qnn_genai.perf.compare import (DEFAULT_NOISE, NOISE, FigureDiff, FigureKey, compare,
-                                           render_table)
-from pytest_qnn_genai.perf.golden import GoldenPerf
+from pytest_qnn_genai.files import write_text_atomic
+from pytest_qnn_genai.golden.perf import GoldenPerf
+from pytest_qnn_genai.report.diff import (
+    DEFAULT_NOISE,
+    NOISE,
+    FigureDiff,
+    FigureKey,
+    compare,
+    render_table,
+)
 from pytest_qnn_genai.report.results import Record, ResultsFile, rate_or_time
 
 SUMMARY_NAME = "summary.md"

@@ -21,20 +21,20 @@ before activating, or before sentencepiece.
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 import torch
 
-from pytest_qnn_genai.results import PerfStats, RunResult
+from pytest_qnn_genai.hybrid import DECODE, PREFILL
 from pytest_qnn_genai.runtime import programs
 from pytest_qnn_genai.runtime.pte_info import constant_values, torch_dtype
+from pytest_qnn_genai.runtime.result import PerfStats, RunResult
 from pytest_qnn_genai.targets import EMULATOR
 
-PREFILL_METHOD = "prefill_forward"
-DECODE_METHOD = "kv_forward"
 REQUIRED_CONSTANTS = ("get_max_seq_len", "get_max_context_len", "get_vocab_size",
                       "get_logits_scale", "get_logits_zero_point", "get_eos_id")
 
@@ -135,12 +135,12 @@ class HybridRunner:
         self.eos_ids = frozenset(int(e) for e in (eos if isinstance(eos, list) else [eos]))
         self.logits_scale = float(c["get_logits_scale"])
         self.logits_zero_point = int(c["get_logits_zero_point"])
-        self.prefill = read_method_io(self._program, PREFILL_METHOD, self.context_len,
+        self.prefill = read_method_io(self._program, PREFILL, self.context_len,
                                       self.vocab_size)
-        self.decode = read_method_io(self._program, DECODE_METHOD, self.context_len,
+        self.decode = read_method_io(self._program, DECODE, self.context_len,
                                      self.vocab_size)
         if self.decode.ar_len != 1:
-            raise HybridRunnerError(f"{DECODE_METHOD} has AR {self.decode.ar_len}; only AR-1 "
+            raise HybridRunnerError(f"{DECODE} has AR {self.decode.ar_len}; only AR-1 "
                                     "decoding (the runner's hybrid mode) is supported")
         if (self.prefill.k_shapes[0][:-1], self.prefill.kv_dtype) != (
                 self.decode.k_shapes[0][:-1], self.decode.kv_dtype):

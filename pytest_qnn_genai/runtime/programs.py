@@ -8,11 +8,15 @@ once per content, and kept for the life of the process.
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any
 
-from pytest_qnn_genai.digest import file_sha256
+from pytest_qnn_genai.files import file_sha256
+
+if TYPE_CHECKING:
+    import torch
 
 
 @dataclass
@@ -50,3 +54,8 @@ def load(path: Path | str, methods: Sequence[str] = ()) -> tuple[LoadedProgram, 
 def method(path: Path | str, name: str) -> Any:
     """A loaded method of ``path``'s program (loaded once per process)."""
     return load(path, (name,))[0].methods[name]
+
+
+def run_method(pte: Path, inputs: Sequence[torch.Tensor], name: str = "forward") -> list[Any]:
+    """Execute one method of a .pte with ``executorch.runtime`` (the x86 HTP emulator for QNN)."""
+    return list(method(pte, name).execute(list(inputs)))

@@ -89,3 +89,16 @@ def activate(sdk: QnnSdk) -> None:
             raise SdkError(f"{name} was already loaded from {sorted(other)[0]} in this process; "
                            f"cannot switch to {path}")
         ctypes.CDLL(str(path), mode=ctypes.RTLD_LOCAL)
+
+
+def require_active(what: str) -> Path:
+    """The active SDK root (``$QNN_SDK_ROOT``); :class:`SdkError` naming ``what`` needs it if none.
+
+    Without it, executorch's QnnQuantizer, lowering and the legacy flow would try to download an
+    SDK; this fails first, in one line.
+    """
+    root = os.environ.get("QNN_SDK_ROOT")
+    if not root:
+        raise SdkError(f"{what} needs an active QNN SDK: call "
+                       "pytest_qnn_genai.sdk.activate(resolve_sdk(...)) first, or set QNN_SDK_ROOT")
+    return Path(root)

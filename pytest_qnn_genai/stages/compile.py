@@ -12,24 +12,26 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pytest_qnn_genai.stages.prepare import LOWERED_GRAPHS
+from pytest_qnn_genai.hybrid import LOWERED_GRAPHS, TEXT_DECODER
+from pytest_qnn_genai.sdk import require_active
 from pytest_qnn_genai.stages.quantize import (
     QdqArtifacts,
     UnsupportedBackendError,
     check_backend,
     quant_io_tagger,
-    require_sdk,
 )
 from pytest_qnn_genai.targets import Target
 
+if TYPE_CHECKING:
+    from executorch.exir.backend.compile_spec_schema import CompileSpec
+
 __all__ = ["ARTIFACTS_JSON", "COMPILE_SPEC_JSON", "PteArtifacts", "UnsupportedBackendError",
-           "compile_pte", "compile_spec_data", "pte_filename"]
+           "compile_pte", "compile_spec_data", "compile_specs", "pte_filename"]
 
 ARTIFACTS_JSON = "artifacts.json"
 COMPILE_SPEC_JSON = "compile_spec.json"
-TEXT_DECODER = "text_decoder"
 
 
 def compile_spec_data(target: Target,
@@ -64,7 +66,16 @@ def compile_spec_data(target: Target,
     }
 
 
-def _compile_specs(spec: dict[str, Any], target: Target) -> list[Any]:
+def compile_specs(target: Target, precision: str = "quantized") -> list[CompileSpec]:
+    """executorch ``CompileSpec`` list for ``target``: :func:`compile_spec_data` with
+    ``precision`` ("quantized" for QDQ graphs, "fp16" for an unquantized module). The one place
+    compile specs are made, for the staged flow and the smoke block alike."""
+    spec = compile_spec_data(target)
+    spec["backend_options"]["precision"] = precision
+    return _compile_specs(spec, target)
+
+
+def _compile_specs(spec: dict[str, Any], target: Target) -> list[CompileSpec]:
     """executorch ``CompileSpec`` list built from :func:`compile_spec_data`'s dict."""
     from executorch.backends.qualcomm.serialization.qc_schema import (
         QnnExecuTorchHtpPerformanceMode,
@@ -118,7 +129,7 @@ class PteArtifacts:
     compile_spec: dict[str, Any]
 
     @classmethod
-    def load(cls, out_dir: Path) -> "PteArtifacts":
+    def load(cls, out_dir: Path) -> PteArtifacts:
         """Open a compile output directory (checks that the listed files exist)."""
         out_dir = Path(out_dir)
         artifacts = json.loads((out_dir / ARTIFACTS_JSON).read_text())
@@ -142,7 +153,7 @@ def compile_pte(qdq: QdqArtifacts, target: Target, out_dir: Path) -> PteArtifact
     if (qdq.data["soc"], qdq.data["backend"]) != (target.soc.name, target.backend):
         raise ValueError(f"{qdq.out_dir} was quantized for {qdq.data['soc']}/{qdq.data['backend']}"
                          f", not {target.soc.name}/{target.backend}: quantize for this target")
-    require_sdk()
+    require_active("compilation (QNN lowering)")
     from executorch.backends.qualcomm._passes.build_quant_io import BuildQuantIo
     from executorch.backends.qualcomm.utils.utils import to_edge_transform_and_lower_to_qnn
     from executorch.exir.capture._config import ExecutorchBackendConfig

@@ -17,22 +17,10 @@ from typing import Any
 import numpy as np
 import torch
 
+from pytest_qnn_genai.compat import llama_example
+from pytest_qnn_genai.hybrid import CALIBRATION, DECODE, PREFILL
 from pytest_qnn_genai.models import llama2c
 from pytest_qnn_genai.models.registry import ModelCase
-
-PREFILL = "prefill_forward"
-DECODE = "kv_forward"
-CALIBRATION = "calibration"
-LOWERED_GRAPHS = (DECODE, PREFILL)  # executorch's DECODER_GRAPH_NAMES order
-
-
-def _static_llama() -> Any:
-    from pytest_qnn_genai.compat import torchtune
-
-    torchtune.install()
-    from executorch.examples.qualcomm.oss_scripts.llama.model import static_llama
-
-    return static_llama
 
 
 class UnsupportedCaseError(ValueError):
@@ -42,9 +30,7 @@ class UnsupportedCaseError(ValueError):
 def check_case(case: ModelCase) -> None:
     """Refuse cases whose legacy config needs more than this flow does (llama2.c + plain LlamaModel,
     hybrid mode, one shard, no masked softmax / SpinQuant, wq/wk permuted)."""
-    _static_llama()  # installs the torchtune stand-in the package import needs
-    import executorch.examples.qualcomm.oss_scripts.llama as llama_pkg
-
+    llama_pkg = llama_example.package()
     config = llama_pkg.SUPPORTED_LLM_MODELS.get(case.decoder_model)
     problems = [] if config else [f"decoder_model {case.decoder_model!r} is unknown to executorch"]
     if config:
@@ -68,7 +54,7 @@ def graph_ar_len(case: ModelCase, graph: str) -> int:
 
 def _model_args(case: ModelCase, graph: str) -> Any:
     """``ModelArgs`` as the legacy ``process_model_args`` sets them for this graph (batch 1)."""
-    args = _static_llama().ModelArgs(**case.params_dict)
+    args = llama_example.static_llama().ModelArgs(**case.params_dict)
     ar_len = graph_ar_len(case, graph)
     args.max_batch_size = 1
     args.max_seq_len = case.max_seq_len
@@ -85,7 +71,7 @@ def _build_graph(case: ModelCase, graph: str,
     from executorch.backends.qualcomm.utils.utils import convert_linear_to_conv2d
 
     args = _model_args(case, graph)
-    model = _static_llama().LlamaModel(args, ar_len=args.ar_len, output_new_cache_only=True,
+    model = llama_example.static_llama().LlamaModel(args, ar_len=args.ar_len, output_new_cache_only=True,
                                        output_cache=True, use_i64_token=False)
     model.load_state_dict({k: v.clone() for k, v in state_dict.items()}, strict=True)
     for layer in model.layers:

@@ -18,18 +18,21 @@ they are rather than re-implemented.
 from __future__ import annotations
 
 import json
-import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any, Callable
+from typing import Any
 
 import torch
 
+from pytest_qnn_genai.compat import llama_example
+from pytest_qnn_genai.hybrid import CALIBRATION, DECODE, PREFILL
+from pytest_qnn_genai.sdk import require_active
 from pytest_qnn_genai.stages import recipe as recipes
-from pytest_qnn_genai.stages.prepare import CALIBRATION, DECODE, PREFILL, PreparedModel
+from pytest_qnn_genai.stages.prepare import PreparedModel
 from pytest_qnn_genai.targets import SocSpec
 
 QDQ_JSON = "qdq.json"
@@ -59,25 +62,9 @@ def check_backend(backend: str) -> None:
         raise UnsupportedBackendError(f"backend {backend!r} is not supported: {reason}")
 
 
-def require_sdk() -> None:
-    """Fail clearly unless a QNN SDK is active (executorch would otherwise try to download one)."""
-    if not os.environ.get("QNN_SDK_ROOT"):
-        raise RuntimeError("no QNN SDK active: call pytest_qnn_genai.sdk.activate(resolve_sdk(...))"
-                           " first (QnnQuantizer and lowering look up $QNN_SDK_ROOT)")
-
-
 def _register_qdq_ops() -> None:
     # registers the quantized_decomposed ops a saved QDQ graph refers to
     import executorch.backends.qualcomm.quantizer.quantizer  # noqa: F401
-
-
-def _wrappers() -> Any:
-    from pytest_qnn_genai.compat import torchtune
-
-    torchtune.install()
-    from executorch.examples.qualcomm.oss_scripts.llama.wrappers import llm_wrappers
-
-    return llm_wrappers
 
 
 @dataclass
@@ -109,20 +96,20 @@ def quant_io_tagger(meta: dict[str, Any], decoder_model: str,
     """The ``get_quant_io_dtype_fn`` the legacy flow gives ``TagQuantIO`` for one graph."""
     fpt = {k: _DTYPES[v] for k, v in fixed_point_type.items()}
     view = DecoderView(meta, decoder_model)
-    return partial(_wrappers().TextDecoder._tag_ios, view, fixed_point_type=fpt)
+    return partial(llama_example.llm_wrappers().TextDecoder._tag_ios, view, fixed_point_type=fpt)
 
 
 def _encoding_override(source: torch.fx.GraphModule, target: torch.fx.GraphModule,
                        n_layers: int, decoder_model: str) -> None:
     ctx = SimpleNamespace(decode=SimpleNamespace(meta={"get_n_layers": n_layers}),
                           control_args=SimpleNamespace(decoder_model=decoder_model))
-    _wrappers().HybridTextDecoder._encoding_override(
+    llama_example.llm_wrappers().HybridTextDecoder._encoding_override(
         ctx, quantized_model=source, unquantized_model=target, override_kv_cache=True)
 
 
 def _io_quant_attrs(view: DecoderView) -> dict[str, Any]:
     """Logits scale/zero point and every KV output's quant attrs, read from a converted graph."""
-    wrappers = _wrappers()
+    wrappers = llama_example.llm_wrappers()
     view.meta = dict(view.meta)
     wrappers.TextDecoder._save_logits_quant_attrs(view)
     wrappers.TextDecoder._save_output_kv_cache_quant_attrs(view)
@@ -162,7 +149,7 @@ class QdqArtifacts:
     _programs: dict[str, Any] = field(default_factory=dict, repr=False)
 
     @classmethod
-    def load(cls, out_dir: Path) -> "QdqArtifacts":
+    def load(cls, out_dir: Path) -> QdqArtifacts:
         """Open a quantize output directory (checks that every graph file is there)."""
         out_dir = Path(out_dir)
         data = json.loads((out_dir / QDQ_JSON).read_text())
@@ -206,7 +193,7 @@ def quantize(prepared: PreparedModel, soc: SocSpec, out_dir: Path,
     Needs an active QNN SDK (:func:`pytest_qnn_genai.sdk.activate`).
     """
     check_backend(backend)
-    require_sdk()
+    require_active("quantization (QnnQuantizer)")
     case = prepared.case
     recipe = recipes.make_recipe(case)
     out_dir = Path(out_dir)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from pytest_qnn_genai.compat import llama_example
 from pytest_qnn_genai.models.registry import ModelCase
 
 
@@ -17,18 +18,9 @@ class RecipeError(ValueError):
     """A model case's quant recipe label does not match what the pipeline would apply."""
 
 
-def _llama_package() -> Any:
-    from pytest_qnn_genai.compat import torchtune
-
-    torchtune.install()
-    import executorch.examples.qualcomm.oss_scripts.llama as llama_pkg
-
-    return llama_pkg
-
-
 def recipe_class(case: ModelCase) -> type:
     """The executorch ``StaticLLMQuantRecipe`` subclass the legacy flow uses for ``case``."""
-    configs = _llama_package().SUPPORTED_LLM_MODELS
+    configs = llama_example.package().SUPPORTED_LLM_MODELS
     if case.decoder_model not in configs:
         raise RecipeError(f"{case.name}: decoder_model {case.decoder_model!r} is not an executorch "
                           f"static LLM (known: {', '.join(sorted(configs))})")

@@ -9,7 +9,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pytest_qnn_genai import continuation, numerics
+from pytest_qnn_genai.checks import numerics
+from pytest_qnn_genai.golden import continuation
 from pytest_qnn_genai.runtime.pte_info import inspect_pte
 
 # Measured for stories260k on SM8650 (16a4w, 8-bit KV): QDQ vs fp32 logits 20.4 dB SQNR, greedy

@@ -2,13 +2,10 @@
 model case × target, the session's parity table, and syrupy snapshots under golden/snapshots/."""
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
-from pytest_qnn_genai import parity
-from pytest_qnn_genai.flows import get_flow
-from pytest_qnn_genai.plugin import PARITY_TABLE
+from pytest_qnn_genai.checks import parity
+from pytest_qnn_genai.golden.snapshots import golden_extension
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -18,23 +15,6 @@ def pytest_configure(config: pytest.Config) -> None:
         config.option.warn_unused_snapshots = True
 
 
-_EXTENSIONS: dict[Path, type] = {}
-
-
-def golden_extension(folder: Path) -> type:
-    """An amber extension storing its ``.ambr`` files in ``folder`` (one class per folder)."""
-    if folder not in _EXTENSIONS:
-        from syrupy.extensions.amber import AmberSnapshotExtension
-
-        class GoldenAmberExtension(AmberSnapshotExtension):
-            @classmethod
-            def dirname(cls, *, test_location) -> str:  # noqa: ANN001
-                return str(folder)
-
-        _EXTENSIONS[folder] = GoldenAmberExtension
-    return _EXTENSIONS[folder]
-
-
 @pytest.fixture
 def snapshot(snapshot, qnn_settings):  # noqa: ANN001 - syrupy's SnapshotAssertion
     """syrupy's snapshot, stored in ``<golden dir>/snapshots`` (update with --snapshot-update)."""
@@ -42,19 +22,19 @@ def snapshot(snapshot, qnn_settings):  # noqa: ANN001 - syrupy's SnapshotAsserti
 
 
 @pytest.fixture(scope="session")
-def parity_table(request: pytest.FixtureRequest) -> parity.ParityTable:
+def parity_table(qnn_parity) -> parity.ParityTable:  # noqa: ANN001
     """The session's parity table (printed in the terminal summary)."""
-    return request.config.stash[PARITY_TABLE]
+    return qnn_parity
 
 
 @pytest.fixture(scope="session")
 def legacy_artifacts(qnn_pipeline, qnn_sdk, qnn_case, qnn_target):  # -> FlowArtifacts
-    return get_flow("legacy").build(qnn_pipeline, qnn_case, qnn_target)
+    return qnn_pipeline.artifacts("legacy", qnn_case, qnn_target)
 
 
 @pytest.fixture(scope="session")
 def new_artifacts(qnn_pipeline, qnn_sdk, qnn_case, qnn_target):  # -> FlowArtifacts
-    return get_flow("new").build(qnn_pipeline, qnn_case, qnn_target)
+    return qnn_pipeline.artifacts("new", qnn_case, qnn_target)
 
 
 @pytest.fixture(scope="session")
@@ -68,7 +48,7 @@ def new_signature(new_artifacts) -> parity.Signature:
 
 
 def _run(artifacts, case, target):  # -> RunResult
-    from pytest_qnn_genai.stages.run import run
+    from pytest_qnn_genai.runtime.run import run
 
     if not target.is_emulator:
         pytest.skip(f"{target.id}: the parity runs use the host emulator runner")

@@ -8,8 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_qnn_genai import parity
-from pytest_qnn_genai.flows import get_flow
+from pytest_qnn_genai.checks import parity
 from pytest_qnn_genai.flows.genai import GenAIUnavailable, unavailable_reason
 
 pytestmark = [pytest.mark.parity, pytest.mark.flow("genai", "new"),
@@ -18,7 +17,7 @@ pytestmark = [pytest.mark.parity, pytest.mark.flow("genai", "new"),
 
 @pytest.fixture(scope="session")
 def genai_artifacts(qnn_pipeline, qnn_sdk, qnn_case, qnn_target):  # -> FlowArtifacts
-    return get_flow("genai").build(qnn_pipeline, qnn_case, qnn_target)
+    return qnn_pipeline.artifacts("genai", qnn_case, qnn_target)
 
 
 def test_genai_builds_the_same_program(genai_artifacts, new_signature) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_qnn_genai import parity
+from pytest_qnn_genai.checks import encodings, parity
 
 pytestmark = [pytest.mark.parity, pytest.mark.flow("legacy", "new")]
 
@@ -38,13 +38,13 @@ def test_same_methods_constants_and_io(legacy_signature, new_signature, parity_t
 
 def test_qdq_encodings_within_one_step(legacy_artifacts, new_artifacts, parity_table, qnn_case,
                                        qnn_target) -> None:
-    legacy_ep = parity.load_qdq(legacy_artifacts.qdq_graph)
-    new_ep = parity.load_qdq(new_artifacts.qdq_graph)
+    legacy_ep = encodings.load_qdq(legacy_artifacts.qdq_graph)
+    new_ep = encodings.load_qdq(new_artifacts.qdq_graph)
     sig = lambda ep: [tuple(p.meta["val"].shape) for p in ep.graph.nodes  # noqa: E731
                       if p.op == "placeholder" and p.name in ep.graph_signature.user_inputs]
     assert sig(legacy_ep) == sig(new_ep), "legacy decode_qdq.pt2 is not the calibration graph"
-    report = parity.compare_encodings(parity.qdq_encodings(legacy_ep),
-                                      parity.qdq_encodings(new_ep))
+    report = encodings.compare_encodings(encodings.qdq_encodings(legacy_ep),
+                                      encodings.qdq_encodings(new_ep))
     checks = report.checks()
     _record(parity_table, checks, qnn_case, qnn_target)
     print(report.table())

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_qnn_genai.flows import config as flow_config
+from pytest_qnn_genai.flows.base import config as flow_config
 from pytest_qnn_genai.targets import EMULATOR, Target, soc
 
 pytestmark = [pytest.mark.parity]
@@ -27,7 +27,7 @@ def test_compile_spec(soc_name, device, snapshot) -> None:
 @pytest.mark.flow("legacy", "new")
 @pytest.mark.parametrize("device", [EMULATOR, "phone"], ids=["emulator", "phone"])
 def test_configuration_agreement(qnn_case, device, snapshot) -> None:
-    from pytest_qnn_genai.flows.legacy import legacy_parser_defaults
+    from pytest_qnn_genai.flows.llama_cli import legacy_parser_defaults
 
     defaults = legacy_parser_defaults()
     target = Target(soc("SM8650"), "htp", device)

@@ -10,15 +10,17 @@ rounds are run until it does. Every figure goes into the run's records (``--qnn-
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import date
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 
 from pytest_qnn_genai import progress
-from pytest_qnn_genai.perf.benchmark import Contender, Minimum, Workload, ab_gate, host_generation
-from pytest_qnn_genai.perf.golden import GoldenPerf, update_golden
-from pytest_qnn_genai.report import Record
+from pytest_qnn_genai.golden.perf import GoldenPerf, update_golden
+from pytest_qnn_genai.perf.benchmark import Minimum, Workload, host_generation
+from pytest_qnn_genai.perf.gate import Contender, ab_gate
+from pytest_qnn_genai.report.results import Record
 
 pytestmark = pytest.mark.perf
 

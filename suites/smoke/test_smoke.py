@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from pytest_qnn_genai import numerics, smoke
-from pytest_qnn_genai.lowering import run_method
+from pytest_qnn_genai.checks import numerics
+from pytest_qnn_genai.flows.base import smoke
+from pytest_qnn_genai.runtime.programs import run_method
 from pytest_qnn_genai.runtime.pte_info import inspect_pte
 
 # One 16-bit step is (output range) / 65535; the HTP kernels round a few ops differently from the
@@ -33,23 +34,21 @@ class Built:
     output: torch.Tensor
 
 
-def _build(cache, target, quant: str) -> Built:
-    entry = cache.get_or_build(
-        "smoke-lower", smoke.spec(target, quant), lambda out: smoke.build(target, quant, out),
-        label=f"attention-{quant} {target.id}")
+def _build(pipeline, target, quant: str) -> Built:  # noqa: ANN001
+    entry = pipeline.smoke_block(target, quant)
     reference = torch.load(entry.file(smoke.REFERENCE))
     output = run_method(entry.file(smoke.PTE), reference["inputs"])[0]
     return Built(quant, entry.file(smoke.PTE), reference, output)
 
 
 @pytest.fixture(scope="session")
-def block_16a8w(qnn_cache, qnn_target) -> Built:
-    return _build(qnn_cache, qnn_target, "16a8w")
+def block_16a8w(qnn_pipeline, qnn_sdk, qnn_target) -> Built:
+    return _build(qnn_pipeline, qnn_target, "16a8w")
 
 
 @pytest.fixture(scope="session")
-def block_fp16(qnn_cache, qnn_target) -> Built:
-    return _build(qnn_cache, qnn_target, "fp16")
+def block_fp16(qnn_pipeline, qnn_sdk, qnn_target) -> Built:
+    return _build(qnn_pipeline, qnn_target, "fp16")
 
 
 @pytest.fixture(params=["16a8w", "fp16"])

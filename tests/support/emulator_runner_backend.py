@@ -32,7 +32,7 @@ class Llama2cVocab:
     eos: int
 
     @classmethod
-    def load(cls, path: Path | str) -> "Llama2cVocab":
+    def load(cls, path: Path | str) -> Llama2cVocab:
         data = Path(path).read_bytes()
         n_words, bos, eos, _max_len = struct.unpack_from("<IIII", data, 0)
         offset, pieces, scores = 16, [], []

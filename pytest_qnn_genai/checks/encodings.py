@@ -1,0 +1,198 @@
+"""QDQ encodings of two flows' calibration-shaped graphs, matched by what they quantise.
+
+Node names differ between flows, so a tensor is matched by its meaning: an activation by its
+producer's module path and aten op (k-th occurrence in that module), a weight by its consumer.
+:func:`compare_encodings` then requires the same bit width and range endpoints within
+``max_steps`` quantisation steps, and fails (never passes vacuously) when no tensor matched.
+"""
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from pytest_qnn_genai.checks.parity import Check
+
+MAX_ENCODING_STEPS = 1.0  # each quantised tensor's range endpoints within one quantisation step
+
+@dataclass(frozen=True)
+class Encoding:
+    """One quantised tensor's encoding (per-channel arrays have one entry per channel)."""
+
+    key: str
+    layer: str
+    scale: tuple[float, ...]
+    zero_point: tuple[int, ...]
+    qmin: int
+    qmax: int
+    dtype: str
+
+    def range(self) -> tuple[np.ndarray, np.ndarray]:
+        s, z = np.asarray(self.scale, np.float64), np.asarray(self.zero_point, np.float64)
+        return (self.qmin - z) * s, (self.qmax - z) * s
+
+
+_LAYER = re.compile(r"layers\.(\d+)")
+
+
+def _module_path(node: Any) -> str:
+    stack = node.meta.get("nn_module_stack") or {}
+    if not stack:
+        return "model"
+    return list(stack.values())[-1][0].replace(".forward.__self__", "")
+
+
+def _op(node: Any) -> str:
+    return str(node.target).removeprefix("aten.")
+
+
+def _layer(path: str) -> str:
+    m = _LAYER.search(path)
+    return f"layers.{m.group(1)}" if m else path.split("/")[0].split(".")[0] or "model"
+
+
+def qdq_encodings(ep: Any) -> dict[str, Encoding]:
+    """Encodings of a saved QDQ ``ExportedProgram``, keyed by what they quantise.
+
+    Activations: each ``quantize_per_tensor`` by its input node — a graph input by position, else
+    ``<module path>/<aten op>#<k>`` (k = occurrence of that op in that module, graph order).
+    Weights: each ``dequantize_*`` of a constant by its consumer, ``w:<module path>/<op>#<k>.<arg>``.
+    Node names are not used: they depend on how each flow traced the model.
+    """
+    sig = ep.graph_signature
+    consts = {**sig.inputs_to_parameters, **sig.inputs_to_buffers,
+              **getattr(sig, "inputs_to_lifted_tensor_constants", {})}
+    values = {**ep.state_dict, **getattr(ep, "constants", {})}
+    user_inputs = list(sig.user_inputs)
+    counts: Counter = Counter()
+    out: dict[str, Encoding] = {}
+
+    def value(a: Any) -> np.ndarray:
+        if hasattr(a, "op") and a.op == "placeholder":
+            return np.asarray(values[consts[a.name]].detach().cpu().numpy()).ravel()
+        return np.asarray([a]).ravel()
+
+    for node in ep.graph.nodes:
+        if node.op != "call_function" or "quantized_decomposed" not in str(node.target):
+            continue
+        kind = str(node.target).split(".")[1]
+        src = node.args[0]
+        if kind.startswith("quantize"):
+            if src.op == "placeholder":
+                key = f"input/{user_inputs.index(src.name) if src.name in user_inputs else src.name}"
+            else:
+                base = f"{_module_path(src)}/{_op(src)}"
+                key = f"{base}#{counts[base]}"
+                counts[base] += 1
+        elif src.op == "placeholder" and src.name in consts:  # a weight's dequantize
+            user = next(iter(node.users))
+            base = f"w:{_module_path(user)}/{_op(user)}"
+            key = f"{base}#{counts[base]}.{list(user.args).index(node)}"
+            counts[base] += 1
+        else:
+            continue
+        if kind.endswith("per_channel"):
+            scale, zp, qmin, qmax, dtype = node.args[1], node.args[2], *node.args[4:7]
+        else:
+            scale, zp, qmin, qmax, dtype = node.args[1:6]
+        out[key] = Encoding(key, _layer(key.removeprefix("w:")),
+                            tuple(float(x) for x in value(scale)),
+                            tuple(int(x) for x in value(zp)), int(qmin), int(qmax),
+                            str(dtype).removeprefix("torch."))
+    return out
+
+
+def load_qdq(path: Path | str) -> Any:
+    """A saved QDQ ``.pt2`` (registers the ``quantized_decomposed`` ops first)."""
+    import executorch.backends.qualcomm.quantizer.quantizer  # noqa: F401
+    import torch
+
+    return torch.export.load(str(path))
+
+
+def encoding_steps(a: Encoding, b: Encoding) -> float:
+    """How far apart two encodings' ranges are, in quantisation steps (inf: not comparable)."""
+    if (a.qmin, a.qmax, a.dtype) != (b.qmin, b.qmax, b.dtype) or len(a.scale) != len(b.scale):
+        return math.inf
+    (lo_a, hi_a), (lo_b, hi_b) = a.range(), b.range()
+    step = np.maximum(np.asarray(a.scale), np.asarray(b.scale))
+    return float(np.max(np.maximum(np.abs(lo_a - lo_b), np.abs(hi_a - hi_b)) / step))
+
+
+@dataclass
+class EncodingReport:
+    """QDQ encodings of two flows' calibration graphs, matched and compared."""
+
+    n_legacy: int
+    n_new: int
+    steps: dict[str, float]
+    only_legacy: list[str]
+    only_new: list[str]
+    max_steps: float
+    pairs: dict[str, tuple[Encoding, Encoding]] = field(default_factory=dict)
+
+    @property
+    def over(self) -> dict[str, float]:
+        return {k: s for k, s in self.steps.items() if s > self.max_steps + 1e-6}
+
+    @property
+    def matched(self) -> int:
+        """Tensors found in both graphs; zero means nothing was compared."""
+        return len(self.steps)
+
+    @property
+    def ok(self) -> bool:
+        return (self.matched > 0 and not self.over and not self.only_legacy
+                and not self.only_new)
+
+    def worst_per_layer(self) -> list[tuple[str, str, float, int, int]]:
+        """(layer, worst tensor, its steps, tensors in layer, tensors over the bound), by layer."""
+        by_layer: dict[str, list[tuple[float, str]]] = defaultdict(list)
+        for k, s in self.steps.items():
+            by_layer[self.pairs[k][0].layer].append((s, k))
+        rows = []
+        for layer in sorted(by_layer):
+            items = by_layer[layer]
+            s, k = max(items)
+            rows.append((layer, k, s, len(items),
+                         sum(1 for x, _ in items if x > self.max_steps + 1e-6)))
+        return rows
+
+    def table(self) -> str:
+        lines = [f"{'layer':10} {'worst tensor':52} {'steps':>8} {'n':>4} {'over':>4}  "
+                 "scale legacy/new  zp legacy/new"]
+        for layer, key, s, n, over in self.worst_per_layer():
+            a, b = self.pairs[key]
+            i = 0 if len(a.scale) == 1 else int(np.argmax(np.abs(np.subtract(a.scale, b.scale))))
+            lines.append(f"{layer:10} {key[-52:]:52} {s:8.3f} {n:4d} {over:4d}  "
+                         f"{a.scale[i]:.4g}/{b.scale[i]:.4g}  {a.zero_point[i]}/{b.zero_point[i]}")
+        for k in self.only_legacy[:10]:
+            lines.append(f"only in legacy: {k}")
+        for k in self.only_new[:10]:
+            lines.append(f"only in new: {k}")
+        return "\n".join(lines)
+
+    def checks(self) -> list[Check]:
+        worst = max(self.steps.values(), default=0.0)
+        return [Check("QDQ tensors matched", self.n_legacy, self.n_new,
+                      f"{len(self.only_legacy)}/{len(self.only_new)} unmatched",
+                      ok=self.matched > 0 and not self.only_legacy and not self.only_new,
+                      detail=self.table()),
+                Check(f"QDQ encodings within {self.max_steps:g} step", "", f"worst {worst:.3f}",
+                      f"{len(self.over)} over of {self.matched}",
+                      ok=self.matched > 0 and not self.over, detail=self.table())]
+
+
+def compare_encodings(legacy: dict[str, Encoding], new: dict[str, Encoding],
+                      max_steps: float = MAX_ENCODING_STEPS) -> EncodingReport:
+    common = [k for k in legacy if k in new]
+    return EncodingReport(len(legacy), len(new),
+                          {k: encoding_steps(legacy[k], new[k]) for k in common},
+                          sorted(set(legacy) - set(new)), sorted(set(new) - set(legacy)),
+                          max_steps, {k: (legacy[k], new[k]) for k in common})
+

@@ -1,0 +1,202 @@
+"""Legacy-vs-new parity as plain functions: program signatures, sizes, outputs, the table.
+
+Every comparison returns :class:`Check` rows (check, legacy, new, delta, verdict, detail) that a
+test asserts on and the session's :class:`ParityTable` prints. Nothing here depends on pytest, so
+the comparisons can be called directly on any two flows' artifacts (e.g. a perturbed variant).
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from pytest_qnn_genai.checks import numerics
+from pytest_qnn_genai.hybrid import GRAPH_METHODS
+
+SCALE_RTOL = 1e-3  # constant-method scales (logits, KV outputs) of the two flows
+PTE_SIZE_RTOL = 0.05
+MIN_ROW_COSINE = 0.995
+MIN_SQNR_DB = 30.0
+
+
+@dataclass(frozen=True)
+class Check:
+    """One parity check: both sides' values, their difference, and whether it passes."""
+
+    check: str
+    legacy: Any
+    new: Any
+    delta: Any = ""
+    ok: bool = True
+    detail: str = ""
+
+    @property
+    def verdict(self) -> str:
+        return "ok" if self.ok else "FAIL"
+
+    def row(self) -> dict[str, str]:
+        return {"check": self.check, "legacy": _fmt(self.legacy), "new": _fmt(self.new),
+                "delta": _fmt(self.delta), "verdict": self.verdict}
+
+
+def _fmt(v: Any) -> str:
+    if isinstance(v, float):
+        return f"{v:.6g}"
+    if isinstance(v, (list, tuple)) and len(v) > 6:
+        return f"[{len(v)} items]"
+    return str(v)
+
+
+def failures(checks: Iterable[Check]) -> str:
+    """A readable message for the failing checks (empty when all pass)."""
+    bad = [c for c in checks if not c.ok]
+    lines = []
+    for c in bad:
+        lines.append(f"{c.check}: legacy={_fmt(c.legacy)} new={_fmt(c.new)} delta={_fmt(c.delta)}")
+        lines += [f"    {line}" for line in c.detail.splitlines()]
+    return "\n".join(lines)
+
+
+class ParityTable:
+    """Rows collected during a session, printed in the terminal summary (shippable as dicts)."""
+
+    COLUMNS = ("check", "legacy", "new", "delta", "verdict")
+
+    def __init__(self) -> None:
+        self.rows: list[dict[str, str]] = []
+
+    def add(self, checks: Iterable[Check], prefix: str = "") -> None:
+        for c in checks:
+            row = c.row()
+            row["check"] = f"{prefix}{row['check']}"
+            if row not in self.rows:
+                self.rows.append(row)
+
+    def merge(self, rows: Iterable[dict[str, str]]) -> None:
+        for row in rows:
+            if row not in self.rows:
+                self.rows.append(dict(row))
+
+    def to_dicts(self) -> list[dict[str, str]]:
+        return [dict(r) for r in self.rows]
+
+    def format(self, max_width: int = 48, check_width: int = 80) -> list[str]:
+        cells = [[r[c][:check_width if c == "check" else max_width] for c in self.COLUMNS]
+                 for r in self.rows]
+        widths = [max([len(c)] + [len(row[i]) for row in cells]) for i, c in enumerate(self.COLUMNS)]
+        line = lambda vals: "  ".join(v.ljust(w) for v, w in zip(vals, widths)).rstrip()  # noqa: E731
+        return [line(self.COLUMNS), line(["-" * w for w in widths])] + [line(r) for r in cells]
+
+
+# -- program signatures -------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Signature:
+    """Methods, IO (dtype, shape) of the graph methods, and constant-method values of a .pte."""
+
+    methods: tuple[str, ...]
+    io: dict[str, dict[str, list[tuple[str, tuple[int, ...]]]]]
+    constants: dict[str, Any]
+    size_bytes: int
+
+
+def program_signature(pte: Path | str) -> Signature:
+    """Read a .pte's signature through the host runner's process-wide program cache, the same
+    load :class:`~pytest_qnn_genai.runtime.host_runner.HybridRunner` uses (a QNN .pte must not be
+    loaded through two code paths in one process). Graph methods are not loaded here."""
+    from pytest_qnn_genai.runtime import programs
+    from pytest_qnn_genai.runtime.pte_info import constant_values, dtype_name
+
+    pte = Path(pte)
+    program = programs.load(pte)[0].program
+    io: dict[str, dict[str, list[tuple[str, tuple[int, ...]]]]] = {}
+    for name in sorted(program.method_names):
+        meta = program.metadata(name)
+        if meta.num_inputs() == 0:
+            continue
+        io[name] = {
+            "inputs": [(dtype_name(meta.input_tensor_meta(i).dtype()),
+                        tuple(int(s) for s in meta.input_tensor_meta(i).sizes()))
+                       for i in range(meta.num_inputs())],
+            "outputs": [(dtype_name(meta.output_tensor_meta(i).dtype()),
+                         tuple(int(s) for s in meta.output_tensor_meta(i).sizes()))
+                        for i in range(meta.num_outputs())]}
+    return Signature(tuple(sorted(program.method_names)), io, constant_values(program),
+                     pte.stat().st_size)
+
+
+def _close(a: Any, b: Any, rtol: float) -> bool:
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return len(a) == len(b) and all(_close(x, y, rtol) for x, y in zip(a, b))
+    if isinstance(a, float) or isinstance(b, float):
+        return math.isclose(float(a), float(b), rel_tol=rtol, abs_tol=0.0)
+    return a == b  # integers, bools, strings: exact
+
+
+def compare_signatures(legacy: Signature, new: Signature,
+                       scale_rtol: float = SCALE_RTOL) -> list[Check]:
+    """Method names, graph-method IO (count, shapes, dtypes) and constant values."""
+    checks = [Check("method names", f"{len(legacy.methods)} methods", f"{len(new.methods)} methods",
+                    ok=legacy.methods == new.methods,
+                    detail=f"only legacy: {sorted(set(legacy.methods) - set(new.methods))}\n"
+                           f"only new: {sorted(set(new.methods) - set(legacy.methods))}")]
+    for m in GRAPH_METHODS:
+        a, b = legacy.io.get(m), new.io.get(m)
+        if a is None or b is None:
+            checks.append(Check(f"{m} IO", a is not None, b is not None, ok=False,
+                                detail=f"{m} missing"))
+            continue
+        for side in ("inputs", "outputs"):
+            diffs = [f"{side}[{i}]: legacy {x} new {y}"
+                     for i, (x, y) in enumerate(zip(a[side], b[side])) if x != y]
+            n_a, n_b = len(a[side]), len(b[side])
+            checks.append(Check(f"{m} {side} (count/shape/dtype)", n_a, n_b,
+                                delta=f"{len(diffs)} differ", ok=n_a == n_b and not diffs,
+                                detail="\n".join(diffs[:10])))
+    bad, n = [], 0
+    for name in sorted(set(legacy.constants) | set(new.constants)):
+        a, b = legacy.constants.get(name), new.constants.get(name)
+        n += 1
+        if not _close(a, b, scale_rtol):
+            bad.append(f"{name}: legacy {a} new {b}")
+    checks.append(Check("constant methods (ints exact, scales rtol "
+                        f"{scale_rtol:g})", f"{len(legacy.constants)}", f"{len(new.constants)}",
+                        delta=f"{len(bad)} differ", ok=not bad, detail="\n".join(bad)))
+    for name in ("get_logits_scale", "get_logits_zero_point"):
+        a, b = legacy.constants.get(name), new.constants.get(name)
+        if a is not None and b is not None:
+            checks.append(Check(name, a, b, delta=(b - a) / a if a else b - a,
+                                ok=_close(a, b, scale_rtol)))
+    return checks
+
+
+def compare_pte_size(legacy_bytes: int, new_bytes: int, rtol: float = PTE_SIZE_RTOL) -> Check:
+    delta = (new_bytes - legacy_bytes) / legacy_bytes
+    return Check(f".pte size (within {rtol:.0%})", legacy_bytes, new_bytes, f"{delta:+.2%}",
+                 ok=abs(delta) <= rtol)
+
+
+# -- emulator outputs ---------------------------------------------------------------------------
+def compare_runs(legacy: Any, new: Any, min_cosine: float = MIN_ROW_COSINE,
+                 min_sqnr_db: float = MIN_SQNR_DB, require_same_tokens: bool = True) -> list[Check]:
+    """Two ``RunResult``s of the same prompt: dequantized logits per step up to (and including)
+    the first divergent token, and the greedy tokens."""
+    a, b = list(legacy.tokens), list(new.tokens)
+    same = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+    n = min(same + 1, len(a), len(b))
+    la, lb = np.asarray(legacy.logits)[:n], np.asarray(new.logits)[:n]
+    cos = numerics.rowwise_cosine(la, lb)
+    sqnr = numerics.sqnr_db(la, lb)
+    checks = [Check(f"logits per-step cosine (min, {n} steps)", "ref", float(cos.min()),
+                    f"floor {min_cosine}", ok=float(cos.min()) >= min_cosine,
+                    detail=f"per step: {np.round(cos, 4).tolist()}"),
+              Check("logits SQNR dB", "ref", sqnr, f"floor {min_sqnr_db}", ok=sqnr >= min_sqnr_db)]
+    tok = Check("greedy tokens", f"{len(a)} tokens", f"{len(b)} tokens",
+                "identical" if a == b else f"first differs at step {same}",
+                ok=a == b or not require_same_tokens,
+                detail="" if a == b else f"legacy {a[same:same + 8]}\nnew    {b[same:same + 8]}")
+    return checks + [tok]
+

@@ -1,0 +1,156 @@
+"""Checks a ``--device`` session must pass before any test runs, each failure one line.
+
+:func:`validate` turns every setup problem (adb client, runner binary, QNN libraries, device
+state, SoC) into a :class:`DeviceSetupError` whose message starts with the option to fix, for a
+``pytest.UsageError``. :func:`device_targets` gives the session's targets: one per serial, or one
+pooled ``device`` per SoC when several phones serve several xdist workers.
+"""
+from __future__ import annotations
+
+import shutil
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from pytest_qnn_genai.devices.adb import (
+    AdbDevice,
+    AdbError,
+    DeviceHealthError,
+    DeviceInfo,
+    RetryPolicy,
+    split_adb_host,
+)
+from pytest_qnn_genai.targets import SocSpec, Target
+
+if TYPE_CHECKING:
+    from pytest_qnn_genai.plugin.options import Settings
+
+# The device of a test id when several phones serve several xdist workers: every worker must
+# collect the same ids, so the serial is resolved per worker (pool.assign_device) at run time.
+POOLED_DEVICE = "device"
+PROBE_TIMEOUT_S = 5.0  # each adb call made at session start (state, features, getprop)
+
+
+class DeviceSetupError(ValueError):
+    """A ``--device`` run cannot start; the message is one line naming the option to fix."""
+
+
+def lib_names(soc: SocSpec) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(required, optional) QNN library file names a phone run of ``soc`` pushes."""
+    arch = soc.htp_arch_number
+    return (("libQnnHtp.so", f"libQnnHtpV{arch}Stub.so", "libQnnHtpPrepare.so", "libQnnSystem.so",
+             f"libQnnHtpV{arch}Skel.so"), ("libqnn_executorch_backend.so",))
+
+
+def lib_search_dirs(root: Path, soc: SocSpec) -> list[Path]:
+    """Where the libraries may sit under ``root``: flat, or a QNN SDK's device-lib layout."""
+    return [root, root / "lib" / "aarch64-android", root / "lib" / f"hexagon-{soc.htp_arch}" / "unsigned"]
+
+
+def find_device_libs(root: Path, soc: SocSpec) -> list[Path]:
+    """The library files for ``soc`` under ``root``; DeviceSetupError naming the first missing."""
+    required, optional = lib_names(soc)
+    dirs = lib_search_dirs(root, soc)
+    found: list[Path] = []
+    for name in required + optional:
+        hit = next((d / name for d in dirs if (d / name).is_file()), None)
+        if hit is None and name in required:
+            raise DeviceSetupError(
+                f"{name} not found in {root} (looked in {', '.join(str(d) for d in dirs)}); "
+                f"a {soc.name} phone run needs {', '.join(required)}")
+        if hit is not None:
+            found.append(hit)
+    return found
+
+
+def libs_root(settings: Settings) -> tuple[str, Path]:
+    """(option, folder) holding the phone's QNN libraries: --qnn-device-libs, else --qnn-sdk."""
+    if settings.qnn_device_libs:
+        return "--qnn-device-libs", Path(settings.qnn_device_libs).expanduser()
+    if settings.qnn_sdk:
+        return "--qnn-sdk", Path(settings.qnn_sdk).expanduser()
+    raise DeviceSetupError("--qnn-device-libs: a phone run needs the Android QNN libraries: pass "
+                           "--qnn-device-libs DIR or --qnn-sdk pointing at a real QNN SDK")
+
+
+def adb_device(settings: Settings, serial: str, **options: float | RetryPolicy) -> AdbDevice:
+    """An AdbDevice for ``serial`` with --adb-path and --adb-host applied."""
+    host, port = split_adb_host(settings.adb_host)
+    return AdbDevice(serial, adb_path=settings.adb_path, host=host, port=port, **options)
+
+
+def _one_line(text: str) -> str:
+    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
+    return lines[-1] if lines else ""
+
+
+def probe(settings: Settings, serial: str, socs: Sequence[SocSpec],
+          timeout_s: float = PROBE_TIMEOUT_S) -> DeviceInfo:
+    """Ask adb (once, ``timeout_s`` per call, no retries) whether ``serial`` is online and is
+    every SoC in ``socs``; DeviceSetupError with what adb said otherwise."""
+    device = adb_device(settings, serial, command_timeout_s=timeout_s,
+                        retry=RetryPolicy(attempts=1))
+    try:
+        info = device.health_check(None)
+    except DeviceHealthError as e:
+        raise DeviceSetupError(f"--device {serial}: {e.message}") from None
+    except AdbError as e:
+        said = _one_line(e.output) or e.message
+        raise DeviceSetupError(f"--device {serial}: not reachable through adb ({e.message}): "
+                               f"{said}") from None
+    for soc in socs:
+        if info.soc != soc.name:
+            raise DeviceSetupError(
+                f"--soc {soc.name}: device {serial} is {info.soc or 'an unknown SoC'} "
+                f"(ro.soc.model={info.soc_model_prop!r}, ro.board.platform="
+                f"{info.board_platform!r}); pick a matching --device or fix --soc")
+    return info
+
+
+def validate(settings: Settings, workers: int | None = None, probe_devices: bool = True) -> None:
+    """Everything a ``--device`` session needs, checked before any test runs.
+
+    ``workers`` is the pytest-xdist worker count (None without xdist).
+    """
+    serials = list(settings.devices)
+    if not serials:
+        return
+    if workers and workers > len(serials):
+        raise DeviceSetupError(
+            f"--device: pytest-xdist runs {workers} workers but only {len(serials)} --device "
+            f"serial(s) were given ({', '.join(serials)}); each worker needs its own phone: "
+            f"use -n {len(serials)} or fewer, or pass more --device serials")
+    adb = settings.adb_path
+    if not (shutil.which(adb) or (Path(adb).is_file() and "/" in adb)):
+        raise DeviceSetupError(f"--adb-path: adb client {adb!r} not found (install adb, e.g. "
+                               "apt-get install adb, or pass --adb-path)")
+    if probe_devices:
+        for serial in serials:
+            probe(settings, serial, settings.socs)
+    if not settings.runner:
+        raise DeviceSetupError("--runner: a phone run needs ExecuTorch's qnn_llama_runner built "
+                               "for Android (pass --runner PATH)")
+    runner = Path(settings.runner).expanduser()
+    if not runner.is_file():
+        raise DeviceSetupError(f"--runner: {runner} does not exist")
+    option, root = libs_root(settings)
+    for soc in settings.socs:
+        try:
+            find_device_libs(root, soc)
+        except DeviceSetupError as e:
+            raise DeviceSetupError(f"{option}: {e}") from None
+
+
+def pooled(settings: Settings, workers: int | None) -> bool:
+    """True when test ids use :data:`POOLED_DEVICE` (several phones shared by xdist workers)."""
+    return len(settings.devices) > 1 and bool(workers)
+
+
+def device_targets(settings: Settings, workers: int | None) -> list[Target]:
+    """The session's targets: per serial, or one pooled ``device`` per SoC under xdist."""
+    if not settings.devices:
+        return settings.targets
+    devices = [POOLED_DEVICE] if pooled(settings, workers) else list(settings.devices)
+    return [Target(s, settings.backend, d) for s in settings.socs for d in devices]
+
+

@@ -1,0 +1,70 @@
+"""Golden continuations: the committed text a model case must generate for its eval prompt.
+
+``golden/continuations/<case>.json`` holds ``{"prompt", "prompt_tokens", "tokens", "text"}``. It is
+checked strictly (one-line errors naming the file) and rewritten only on explicit request.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from pytest_qnn_genai import golden
+
+SUBDIR = "continuations"
+
+
+class GoldenContinuationError(ValueError):
+    """A golden continuation file is missing or malformed (one line, naming the file)."""
+
+
+@dataclass(frozen=True)
+class Continuation:
+    """A prompt and the greedy continuation expected from it."""
+
+    prompt: str
+    prompt_tokens: list[int]
+    tokens: list[int]
+    text: str
+
+
+def path_for(golden_dir: Path, case_name: str) -> Path:
+    """Where the continuation of ``case_name`` lives."""
+    return golden_dir / SUBDIR / f"{case_name}.json"
+
+
+def load(path: Path) -> Continuation:
+    """Read and validate a golden continuation."""
+    if not path.is_file():
+        raise GoldenContinuationError(
+            f"{path}: no golden continuation (create it with --qnn-update-golden)")
+    try:
+        data = json.loads(path.read_text())
+    except json.JSONDecodeError as e:
+        raise GoldenContinuationError(f"{path}: not valid JSON ({e.msg} at line {e.lineno})") from None
+    if not isinstance(data, dict):
+        raise GoldenContinuationError(f"{path}: expected a JSON object")
+    for key, kind in (("prompt", str), ("prompt_tokens", list), ("tokens", list), ("text", str)):
+        if not isinstance(data.get(key), kind):
+            raise GoldenContinuationError(f"{path}: '{key}' must be a {kind.__name__}")
+    for key in ("prompt_tokens", "tokens"):
+        if not all(isinstance(t, int) and t >= 0 for t in data[key]):
+            raise GoldenContinuationError(f"{path}: '{key}' must hold non-negative integers")
+    return Continuation(data["prompt"], data["prompt_tokens"], data["tokens"], data["text"])
+
+
+def update(path: Path, new: Continuation, *, allow_write: bool) -> str:
+    """Write ``new`` atomically (only with ``allow_write``); return a unified diff of the change."""
+    fields = asdict(new)
+    text = "{\n" + ",\n".join(f" {json.dumps(k)}: {json.dumps(v)}" for k, v in fields.items()) + "\n}\n"
+    return golden.rewrite(path, text, allow_write=allow_write)
+
+
+def mismatch(expected: Continuation, tokens: list[int], text: str) -> str | None:
+    """A readable description of where ``tokens`` leave the golden continuation, or None."""
+    if tokens == expected.tokens:
+        return None
+    at = next((i for i, (a, b) in enumerate(zip(tokens, expected.tokens)) if a != b),
+              min(len(tokens), len(expected.tokens)))
+    return (f"continuation differs from token {at} on (got {len(tokens)} tokens, golden "
+            f"{len(expected.tokens)}):\n  golden: {expected.text!r}\n  got:    {text!r}")

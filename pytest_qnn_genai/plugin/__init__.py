@@ -1,0 +1,71 @@
+"""pytest entry point (``pytest11: qnn_genai``): thin hooks over :class:`QnnSession`.
+
+The only package of pytest_qnn_genai that imports pytest; nothing else imports it. Options are
+:mod:`.options`, marks :mod:`.marks`, fixtures :mod:`.fixtures`, and the state of the run is one
+:class:`~pytest_qnn_genai.plugin.session.QnnSession` under one stash key.
+"""
+from __future__ import annotations
+
+import pytest
+
+from pytest_qnn_genai import progress
+from pytest_qnn_genai.plugin import marks, options
+from pytest_qnn_genai.plugin.fixtures import *  # noqa: F403 (fixtures are registered from here)
+from pytest_qnn_genai.plugin.session import PAYLOAD, SESSION, QnnSession
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    options.add_options(parser)
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_load_initial_conftests() -> object:  # runs before output capture starts
+    progress.remember_terminal()
+    return (yield)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    marks.register(config)
+    if not (config.option.help or config.option.version):
+        config.stash[SESSION] = QnnSession(config)
+
+
+def pytest_report_header(config: pytest.Config) -> str | None:
+    return config.stash[SESSION].header() if SESSION in config.stash else None
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if SESSION in metafunc.config.stash:
+        metafunc.config.stash[SESSION].parametrize(metafunc)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if SESSION in config.stash:
+        config.stash[SESSION].modify_items(items)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    if SESSION in session.config.stash:
+        session.config.stash[SESSION].finish()
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter,
+                            config: pytest.Config) -> None:
+    if SESSION in config.stash:
+        config.stash[SESSION].terminal_summary(terminalreporter)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: object) -> None:  # xdist WorkerController
+    node.workerinput.update(node.config.stash[SESSION].worker_input())
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: object, error: object) -> None:
+    node.config.stash[SESSION].merge_worker(getattr(node, "workeroutput", {}).get(PAYLOAD))
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_benchmark_update_machine_info(config: pytest.Config, machine_info: dict) -> None:
+    if SESSION in config.stash:
+        machine_info["qnn_genai"] = config.stash[SESSION].machine_info()

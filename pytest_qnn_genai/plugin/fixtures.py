@@ -1,0 +1,141 @@
+"""Session fixtures: settings, the loaded QNN SDK, the artifact cache, and the pipeline stages.
+
+Fixtures only wire stage functions to the cache and the parametrisation (``qnn_case`` ×
+``qnn_target``, added by the plugin's ``pytest_generate_tests``); the work is in the stages.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+import pytest
+
+from pytest_qnn_genai.cache import ArtifactCache
+from pytest_qnn_genai.models.registry import ModelCase
+from pytest_qnn_genai.pipeline import Pipeline
+from pytest_qnn_genai.plugin.options import Settings
+from pytest_qnn_genai.plugin.session import session_of
+from pytest_qnn_genai.runtime.result import RunResult
+from pytest_qnn_genai.sdk import QnnSdk
+from pytest_qnn_genai.targets import Target
+
+if TYPE_CHECKING:
+    from pytest_benchmark.fixture import BenchmarkFixture
+
+    from pytest_qnn_genai.checks.parity import ParityTable
+    from pytest_qnn_genai.devices.session import DeviceSessions
+    from pytest_qnn_genai.golden.perf import GoldenPerf
+    from pytest_qnn_genai.perf.benchmark import QnnBenchmark
+    from pytest_qnn_genai.report.results import ResultsFile
+    from pytest_qnn_genai.stages.compile import PteArtifacts
+    from pytest_qnn_genai.stages.prepare import PreparedModel
+    from pytest_qnn_genai.stages.quantize import QdqArtifacts
+
+__all__ = ["qnn_settings", "qnn_sdk", "qnn_cache", "qnn_devices", "qnn_pipeline", "qnn_model",
+           "qnn_qdq", "qnn_pte", "qnn_run", "qnn_results", "qnn_parity", "qnn_golden_perf",
+           "qnn_benchmark"]
+
+
+@pytest.fixture(scope="session")
+def qnn_settings(request: pytest.FixtureRequest) -> Settings:
+    """The resolved ``--soc/--backend/--device/...`` settings of this session."""
+    return session_of(request.config).settings
+
+
+@pytest.fixture(scope="session")
+def qnn_sdk(request: pytest.FixtureRequest) -> QnnSdk:
+    """The QNN SDK, loaded into this process (QNN_SDK_ROOT set, host libraries preloaded)."""
+    return session_of(request.config).active_sdk()
+
+
+@pytest.fixture(scope="session")
+def qnn_cache(request: pytest.FixtureRequest, qnn_sdk: QnnSdk) -> ArtifactCache:
+    """The session's artifact cache (``--qnn-cache-dir``; ``--qnn-rebuild`` ignores old entries)."""
+    return session_of(request.config).cache
+
+
+@pytest.fixture(scope="session")
+def qnn_devices(qnn_settings: Settings,
+                tmp_path_factory: pytest.TempPathFactory) -> Iterator[DeviceSessions]:
+    """This worker's phone(s) for ``--device`` runs (``DeviceSessions``): started on first use
+    (health check, libraries, runner), locked for the session; empty without ``--device``."""
+    from pytest_qnn_genai.devices.session import DeviceSessions
+
+    sessions = DeviceSessions(qnn_settings, tmp_path_factory.mktemp("qnn-device-runs"))
+    yield sessions
+    sessions.close()
+
+
+@pytest.fixture(scope="session")
+def qnn_pipeline(qnn_cache: ArtifactCache, qnn_devices: DeviceSessions) -> Pipeline:
+    """The staged pipeline wired to the session's cache (and phones, with ``--device``)."""
+    return Pipeline(qnn_cache, devices=qnn_devices)
+
+
+@pytest.fixture(scope="session")
+def qnn_model(qnn_pipeline: Pipeline, qnn_case: ModelCase) -> PreparedModel:
+    """Stage prepare: the model case as eager fp32 static-LLaMA graphs, tokenizer, inputs."""
+    return qnn_pipeline.prepared(qnn_case)
+
+
+@pytest.fixture(scope="session")
+def qnn_qdq(qnn_pipeline: Pipeline, qnn_case: ModelCase, qnn_target: Target) -> QdqArtifacts:
+    """Stage quantize (cached): the QDQ graphs for the target."""
+    return qnn_pipeline.qdq(qnn_case, qnn_target)
+
+
+@pytest.fixture(scope="session")
+def qnn_pte(qnn_pipeline: Pipeline, qnn_case: ModelCase, qnn_target: Target) -> PteArtifacts:
+    """Stage compile (cached): the hybrid .pte for the target."""
+    return qnn_pipeline.pte(qnn_case, qnn_target)
+
+
+@pytest.fixture(scope="session")
+def qnn_run(qnn_pipeline: Pipeline, qnn_case: ModelCase, qnn_target: Target) -> RunResult:
+    """Stage run: greedy generation of the case's eval prompt on the target."""
+    return qnn_pipeline.run(qnn_case, qnn_target)
+
+
+# -- performance gate and report ------------------------------------------------------------
+@pytest.fixture(scope="session")
+def qnn_results(request: pytest.FixtureRequest) -> ResultsFile:
+    """The run's records: ``qnn_results.add(Record.for_target("perf", ...))``. They go into
+    ``results.json`` / ``summary.md`` with ``--qnn-report`` (shipped from xdist workers)."""
+    return session_of(request.config).results
+
+
+@pytest.fixture(scope="session")
+def qnn_parity(request: pytest.FixtureRequest) -> ParityTable:
+    """The session's parity table: ``qnn_parity.add(checks, prefix)``; printed in the terminal
+    summary (rows shipped from xdist workers)."""
+    return session_of(request.config).parity
+
+
+@pytest.fixture(scope="session")
+def qnn_golden_perf(qnn_settings: Settings) -> dict[str, GoldenPerf]:
+    """Golden perf floors by model (``<golden dir>/perf/*.json``); a damaged file fails the test
+    with one line naming the file and the problem."""
+    from pytest_qnn_genai.golden.perf import GoldenFileError, load_goldens
+
+    try:
+        return load_goldens(qnn_settings.golden_dir / "perf")
+    except GoldenFileError as e:
+        pytest.fail(str(e), pytrace=False)
+
+
+@pytest.fixture
+def qnn_benchmark(benchmark: BenchmarkFixture, qnn_settings: Settings, qnn_pipeline: Pipeline,
+                  qnn_case: ModelCase, qnn_target: Target) -> QnnBenchmark:
+    """Measure the case's perf workload on the target: ``result = qnn_benchmark()`` (or
+    ``qnn_benchmark(pte=other_pte)``, ``qnn_benchmark(generate)``). One warm-up round, then
+    ``--qnn-perf-rounds`` rounds through pytest-benchmark (its own loop when pytest-benchmark is
+    disabled, e.g. under ``-n N``), topped up until the minimum work is met; medians go into
+    ``benchmark.extra_info``."""
+    from pytest_qnn_genai.perf.benchmark import QnnBenchmark, generation_for
+
+    return QnnBenchmark(
+        benchmark, qnn_settings, qnn_target,
+        lambda pte=None, workload=None: generation_for(qnn_pipeline, qnn_case, qnn_target, pte,
+                                                       workload),
+        labels={"model": qnn_case.name, "soc": qnn_target.soc.name,
+                "backend": qnn_target.backend, "device": qnn_target.device})

@@ -1,0 +1,60 @@
+"""The gate's marks (the one list of them) and the rule that skips an item its marks exclude."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import pytest
+
+from pytest_qnn_genai.targets import Target
+
+if TYPE_CHECKING:
+    from pytest_qnn_genai.plugin.options import Settings
+
+MARKERS: dict[str, str] = {
+    "soc(*names)": "run only on these SoCs (e.g. soc('SM8650', 'SM8750'))",
+    "backend(*names)": "run only on these QNN backends (htp, gpu, lpai)",
+    "device": "needs a real phone (--device SERIAL)",
+    "emulator": "runs only on the x86 HTP emulator",
+    "nightly": "runs only with --nightly",
+    "parity": "legacy-vs-new parity checks",
+    "flow(*names)": "the flows a test exercises (legacy, new, genai)",
+    "perf": "performance benchmarks",
+}
+
+
+def register(config: pytest.Config) -> None:
+    """Register the markers (also listed in pyproject for --strict-markers users)."""
+    for spec, text in MARKERS.items():
+        config.addinivalue_line("markers", f"{spec}: {text}")
+
+
+def item_target(item: pytest.Item) -> Target | None:
+    """The target an item is parametrised with (fixture ``qnn_target``), if any."""
+    callspec = getattr(item, "callspec", None)
+    value = callspec.params.get("qnn_target") if callspec else None
+    return value if isinstance(value, Target) else None
+
+
+def _excluded(target: Target, item: pytest.Item) -> str | None:
+    soc = item.get_closest_marker("soc")
+    if soc and target.soc.name not in {str(a).upper() for a in soc.args}:
+        return f"{target.id}: SoC {target.soc.name} not in soc{tuple(soc.args)}"
+    backend = item.get_closest_marker("backend")
+    if backend and target.backend not in backend.args:
+        return f"{target.id}: backend {target.backend} not in backend{tuple(backend.args)}"
+    if item.get_closest_marker("device") and target.is_emulator:
+        return f"{target.id}: needs a phone (--device SERIAL)"
+    if item.get_closest_marker("emulator") and not target.is_emulator:
+        return f"{target.id}: runs only on the x86 emulator"
+    return None
+
+
+def skip_reason(item: pytest.Item, settings: Settings) -> str | None:
+    """Why ``item`` must not run for this session's target(s), or None."""
+    if item.get_closest_marker("nightly") and not settings.nightly:
+        return "nightly test: run with --nightly"
+    target = item_target(item)
+    if target is not None:
+        return _excluded(target, item)
+    reasons = [_excluded(t, item) for t in settings.targets]
+    return reasons[0] if all(reasons) else None

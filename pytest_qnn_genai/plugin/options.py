@@ -1,0 +1,275 @@
+"""Every knob of the plugin: one row each, carrying its parser and its one default.
+
+A knob ``qnn_cache_dir`` is the flag ``--qnn-cache-dir``, the ini key ``qnn_cache_dir`` and the
+environment variable ``QNN_GENAI_CACHE_DIR``; a knob without the ``qnn_`` prefix (``soc``) gets it
+for its ini key (``qnn_soc``) and env variable (``QNN_GENAI_SOC``). Precedence: command line >
+environment variable > ini file > default. A boolean knob also has ``--no-<flag>``, so a value set
+by env or ini can be turned off on the command line. The raw default is parsed like any other
+value, so each default is defined once. A bad value is one ``pytest.UsageError`` line naming the
+flag.
+"""
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, fields
+from pathlib import Path
+
+import pytest
+
+from pytest_qnn_genai import targets
+from pytest_qnn_genai.targets import SocSpec
+
+Raw = str | bool | Sequence[str] | None
+
+
+@dataclass(frozen=True)
+class Context:
+    """What a parser may need besides the raw value."""
+
+    rootdir: Path
+    environ: Mapping[str, str]
+
+
+Parser = Callable[[Raw, "Knob", Context], object]
+
+
+class OptionError(ValueError):
+    """A knob's value is invalid (the message names no flag; :func:`resolve` adds it)."""
+
+
+# -- parsers --------------------------------------------------------------------------------------
+def _text(raw: Raw, knob: Knob, ctx: Context) -> str | None:
+    return None if raw in (None, "") else str(raw)
+
+
+def _truthy(text: str) -> bool:
+    return text.strip().lower() in ("1", "true", "yes", "on")
+
+
+def _flag(raw: Raw, knob: Knob, ctx: Context) -> bool:
+    return raw if isinstance(raw, bool) else _truthy(str(raw))
+
+
+def _split(raw: Raw) -> list[str]:
+    items = [] if raw is None else [raw] if isinstance(raw, str) else list(raw)
+    return [p.strip() for v in items for p in str(v).split(",") if p.strip()]
+
+
+def _names(raw: Raw, knob: Knob, ctx: Context) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(_split(raw)))
+
+
+def _socs(raw: Raw, knob: Knob, ctx: Context) -> tuple[SocSpec, ...]:
+    try:
+        socs = tuple(dict.fromkeys(targets.soc(s) for s in _split(raw)))
+    except targets.UnknownSocError as e:
+        raise OptionError(str(e)) from None
+    if not socs:
+        raise OptionError(f"no SoC given; valid: {', '.join(targets.SOCS)}")
+    return socs
+
+
+def _choice(raw: Raw, knob: Knob, ctx: Context) -> str:
+    value = str(raw)
+    if knob.choices and value not in knob.choices:
+        raise OptionError(f"invalid choice {value!r} (choose from {', '.join(knob.choices)})")
+    return value
+
+
+def _path(raw: Raw, knob: Knob, ctx: Context) -> Path | None:
+    """A path from the invocation directory, or None."""
+    return None if raw in (None, "") else Path(str(raw)).expanduser().resolve()
+
+
+def _rooted_path(raw: Raw, knob: Knob, ctx: Context) -> Path:
+    """A path relative to pytest's rootdir (golden files live in the repository)."""
+    return (ctx.rootdir / Path(str(raw)).expanduser()).resolve()
+
+
+def default_cache_dir(environ: Mapping[str, str] | None = None) -> Path:
+    """Per-user cache: ``$XDG_CACHE_HOME/pytest-qnn-genai`` or ``~/.cache/pytest-qnn-genai``."""
+    environ = os.environ if environ is None else environ
+    base = environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "pytest-qnn-genai"
+
+
+def _cache_dir(raw: Raw, knob: Knob, ctx: Context) -> Path:
+    return _path(raw, knob, ctx) or default_cache_dir(ctx.environ).resolve()
+
+
+def number(kind: type, low: float, high: float | None = None, low_open: bool = False) -> Parser:
+    """A parser for ``kind`` (int or float) within ``[low, high]`` (``(low, ...`` if low_open)."""
+    def parse(raw: Raw, knob: Knob, ctx: Context) -> int | float:
+        try:
+            value = kind(str(raw).strip())
+        except ValueError:
+            raise OptionError(f"expected {'an integer' if kind is int else 'a number'}, "
+                              f"got {raw!r}") from None
+        below = value <= low if low_open else value < low
+        if below or (high is not None and value > high) or value != value:
+            span = f"{'(' if low_open else '['}{low:g}, {'∞)' if high is None else f'{high:g}]'}"
+            raise OptionError(f"{raw!r} is outside {span}")
+        return value
+    return parse
+
+
+# -- the table ------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Knob:
+    """One setting: its name, the :class:`Settings` field it fills, its parser and raw default."""
+
+    name: str
+    field: str
+    help: str
+    parse: Parser
+    default: Raw = None
+    kind: str = "value"  # "value" | "list" (repeatable, comma separated) | "bool"
+    choices: tuple[str, ...] | None = None
+    env: str | None = None  # overrides the derived environment variable name
+    metavar: str | None = None
+
+    @property
+    def flag(self) -> str:
+        return "--" + self.name.replace("_", "-")
+
+    @property
+    def key(self) -> str:
+        """The ini key and the option's ``dest``."""
+        return self.name if self.name.startswith("qnn_") else f"qnn_{self.name}"
+
+    @property
+    def env_var(self) -> str:
+        return self.env or "QNN_GENAI_" + self.name.removeprefix("qnn_").upper()
+
+
+def _perf(name: str, field: str, help: str, default: str, parse: Parser, metavar: str) -> Knob:
+    return Knob(name, field, help, parse, default, metavar=metavar)
+
+
+KNOBS: tuple[Knob, ...] = (
+    Knob("soc", "socs", "target Snapdragon SoC, repeatable (e.g. SM8650)", _socs, "SM8650",
+         kind="list", metavar="NAME"),
+    Knob("backend", "backend", "QNN backend to target", _choice, "htp",
+         choices=targets.BACKENDS, metavar="NAME"),
+    Knob("device", "devices", "adb serial of a phone, repeatable; absent = the x86 HTP emulator",
+         _names, kind="list", metavar="SERIAL"),
+    Knob("qnn_sdk", "qnn_sdk", "QNN SDK root (default: $QNN_SDK_ROOT, else the embedded x86 "
+         "emulator SDK)", _text, metavar="PATH"),
+    Knob("qnn_cache_dir", "cache_dir", "artifact and SDK cache directory (default: "
+         "$XDG_CACHE_HOME/pytest-qnn-genai or ~/.cache/pytest-qnn-genai)", _cache_dir,
+         metavar="PATH"),
+    Knob("qnn_rebuild", "rebuild", "ignore cache hits and rebuild every artifact once", _flag,
+         False, kind="bool"),
+    Knob("models", "models", "model cases to run, comma separated (default: all registered)",
+         _names, kind="list", metavar="NAME,..."),
+    Knob("nightly", "nightly", "also run tests marked nightly", _flag, False, kind="bool"),
+    Knob("qnn_update_golden", "update_golden", "rewrite golden files (continuations, perf "
+         "floors) from this run, printing the diff", _flag, False, kind="bool"),
+    Knob("qnn_golden_dir", "golden_dir", "folder of golden files (relative paths are taken from "
+         "rootdir)", _rooted_path, "golden", metavar="DIR"),
+    Knob("qnn_report", "report_dir", "write results.json, summary.md and tok/s plots of this run "
+         "into DIR/<date>/ (earlier runs in DIR give the trend)", _path, metavar="DIR"),
+    Knob("qnn_compare_to", "compare_to", "an earlier results.json (or its folder): show each perf "
+         "figure's change against it", _path, metavar="PATH"),
+    _perf("qnn_perf_noise", "perf_noise", "relative change below which a perf figure counts as "
+          "unchanged", "0.10", number(float, 0.0, 1.0), "FRACTION"),
+    _perf("qnn_perf_min_tokens", "perf_min_tokens", "tokens a perf figure must rest on, pooled "
+          "over rounds", "64", number(int, 0), "N"),
+    _perf("qnn_perf_min_seconds", "perf_min_seconds", "measured seconds a perf figure must rest "
+          "on, pooled over rounds", "2.0", number(float, 0.0), "S"),
+    _perf("qnn_perf_ratio_floor", "perf_ratio_floor", "A/B gate: lowest allowed median(B)/"
+          "median(A) tok/s ratio", "0.9", number(float, 0.0, low_open=True), "RATIO"),
+    _perf("qnn_perf_rounds", "perf_rounds", "measured rounds per perf figure (after one warm-up "
+          "round)", "5", number(int, 1, 1000), "N"),
+    Knob("adb_host", "adb_host", "adb server HOST[:PORT]", _text, metavar="HOST[:PORT]"),
+    Knob("adb_path", "adb_path", "adb client binary", _text, "adb", metavar="PATH"),
+    Knob("runner", "runner", "qnn_llama_runner built for the phone", _text, metavar="PATH"),
+    Knob("qnn_device_libs", "qnn_device_libs", "folder with the phone's QNN libraries (default: "
+         "under --qnn-sdk)", _text, metavar="DIR"),
+)
+KNOBS_BY_NAME = {k.name: k for k in KNOBS}
+
+
+def add_options(parser: pytest.Parser) -> None:
+    """Register every knob as a command-line option (``--no-`` too for booleans) and an ini key."""
+    group = parser.getgroup("qnn-genai", "ExecuTorch QNN GenAI gate")
+    for k in KNOBS:
+        env_help = f" [env {k.env_var}, ini {k.key}]"
+        if k.kind == "bool":
+            group.addoption(k.flag, action="store_true", default=None, dest=k.key,
+                            help=k.help + env_help)
+            group.addoption("--no-" + k.flag[2:], action="store_false", default=None, dest=k.key,
+                            help=f"turn {k.flag} off (over env and ini)")
+            parser.addini(k.key, k.help, type="bool", default=None)
+        else:
+            choices = f" {{{','.join(k.choices)}}}" if k.choices else ""
+            group.addoption(k.flag, action="append" if k.kind == "list" else "store",
+                            default=None, dest=k.key, metavar=k.metavar,
+                            help=k.help + choices + env_help)
+            parser.addini(k.key, k.help, default=None)
+
+
+def raw_value(k: Knob, getoption: Callable[[str], Raw], getini: Callable[[str], Raw],
+              environ: Mapping[str, str]) -> Raw:
+    """The knob's raw value from the first source that sets it: CLI, env, ini, default."""
+    raw = getoption(k.key)
+    if raw is None and environ.get(k.env_var, "") != "":
+        raw = _truthy(environ[k.env_var]) if k.kind == "bool" else environ[k.env_var]
+    if raw is None:
+        ini = getini(k.key)
+        raw = ini if ini not in (None, "", []) else None
+    return k.default if raw is None else raw
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The resolved knobs of one pytest session (built only by :func:`resolve`)."""
+
+    socs: tuple[SocSpec, ...]
+    backend: str
+    devices: tuple[str, ...]
+    qnn_sdk: str | None
+    cache_dir: Path
+    rebuild: bool
+    models: tuple[str, ...]
+    nightly: bool
+    update_golden: bool
+    golden_dir: Path
+    report_dir: Path | None
+    compare_to: Path | None
+    perf_noise: float
+    perf_min_tokens: int
+    perf_min_seconds: float
+    perf_ratio_floor: float
+    perf_rounds: int
+    adb_host: str | None
+    adb_path: str
+    runner: str | None
+    qnn_device_libs: str | None
+
+    @property
+    def targets(self) -> list[targets.Target]:
+        """Every SoC × device this session runs on (the emulator when no device is given)."""
+        devices = self.devices or (targets.EMULATOR,)
+        return [targets.Target(s, self.backend, d) for s in self.socs for d in devices]
+
+    @property
+    def device_label(self) -> str:
+        return ",".join(self.devices) if self.devices else targets.EMULATOR
+
+
+assert {f.name for f in fields(Settings)} == {k.field for k in KNOBS}, "a knob without a field"
+
+
+def resolve(getoption: Callable[[str], Raw], getini: Callable[[str], Raw], rootdir: Path,
+            environ: Mapping[str, str] | None = None) -> Settings:
+    """The session's :class:`Settings`; a bad value is one ``pytest.UsageError`` naming the flag."""
+    ctx = Context(rootdir, os.environ if environ is None else environ)
+    values = {}
+    for k in KNOBS:
+        try:
+            values[k.field] = k.parse(raw_value(k, getoption, getini, ctx.environ), k, ctx)
+        except OptionError as e:
+            raise pytest.UsageError(f"{k.flag}: {e}") from None
+    return Settings(**values)

@@ -1,0 +1,255 @@
+"""The plugin's state for one pytest process, under one stash key, with one xdist payload.
+
+:class:`QnnSession` owns the resolved settings, the QNN SDK, the artifact cache, the parity table,
+the run's records and the report; the hooks in :mod:`pytest_qnn_genai.plugin` only call it. Under
+pytest-xdist each worker has its own session; at the end a worker ships one payload
+(:meth:`QnnSession.worker_payload`: cache statistics, parity rows, records) which the controller
+merges (:meth:`QnnSession.merge_worker`) before it writes the summary and the report.
+
+Configure-time problems (bad option, unknown model, missing SDK, bad ``--device``, damaged perf
+golden file) are one ``pytest.UsageError`` line each.
+"""
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+import pytest
+
+from pytest_qnn_genai.cache import ArtifactCache, CacheStats
+from pytest_qnn_genai.checks.parity import ParityTable
+from pytest_qnn_genai.models import registry
+from pytest_qnn_genai.plugin import marks, options
+from pytest_qnn_genai.report.results import Header, Record, ResultsFile, ResultsFileError
+from pytest_qnn_genai.sdk import QnnSdk, SdkError, activate, resolve_sdk
+from pytest_qnn_genai.sdk.versions import dist_version, stack
+
+if TYPE_CHECKING:
+    from pytest_qnn_genai.report.diff import FigureDiff
+    from pytest_qnn_genai.targets import Target
+
+PAYLOAD = "qnn_genai"  # the key of this plugin's xdist worker output
+REBUILD_BEFORE = "qnn_rebuild_before"  # the key of the controller's rebuild time in workerinput
+
+
+class QnnSession:
+    """Everything the plugin knows during one pytest process."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+        self.settings = options.resolve(config.getoption, config.getini, config.rootpath)
+        try:
+            registry.select(list(self.settings.models))
+        except registry.ModelCaseError as e:
+            raise pytest.UsageError(f"--models: {e}") from None
+        try:
+            self.sdk: QnnSdk = resolve_sdk(self.settings.qnn_sdk, self.settings.cache_dir)
+        except SdkError as e:
+            raise pytest.UsageError(str(e)) from None
+        worker_input = getattr(config, "workerinput", None)
+        self.is_worker = worker_input is not None
+        self.rebuild_before: float | None = None
+        if self.settings.rebuild:
+            self.rebuild_before = (worker_input or {}).get(REBUILD_BEFORE, time.time())
+        self.workers: int | None = _xdist_workers(config)
+        self._cache: ArtifactCache | None = None
+        self._sdk_active = False
+        self.worker_stats = CacheStats()  # merged from xdist workers (controller)
+        self.parity = ParityTable()
+        self.results = ResultsFile(Header.collect(
+            [s.name for s in self.settings.socs], self.settings.backend,
+            list(self.settings.devices), stack(self.sdk), config.rootpath))
+        self.baseline: ResultsFile | None = None
+        if self.settings.compare_to is not None and not self.is_worker:
+            from pytest_qnn_genai.report.write import load_baseline
+
+            try:
+                self.baseline = load_baseline(self.settings.compare_to)
+            except ResultsFileError as e:
+                raise pytest.UsageError(f"--qnn-compare-to: {e}") from None
+        self.report: tuple[object, list[object], list[FigureDiff]] | None = None
+        self.devices_checked = False
+        if self.settings.devices and self.workers and not self.is_worker:
+            self.check_devices()  # xdist workers cannot report a usage error: check now
+
+    # -- shared resources ---------------------------------------------------------------------
+    def active_sdk(self) -> QnnSdk:
+        """The QNN SDK, loaded into this process (``QNN_SDK_ROOT`` set, host libraries loaded)."""
+        if not self._sdk_active:
+            activate(self.sdk)
+            self._sdk_active = True
+        return self.sdk
+
+    @property
+    def cache(self) -> ArtifactCache:
+        """The artifact cache (``--qnn-cache-dir``; ``--qnn-rebuild`` ignores older entries)."""
+        if self._cache is None:
+            self._cache = ArtifactCache(self.settings.cache_dir / "artifacts", stack(self.sdk),
+                                        rebuild_before=self.rebuild_before)
+        return self._cache
+
+    # -- collection -----------------------------------------------------------------------------
+    def parametrize(self, metafunc: pytest.Metafunc) -> None:
+        """Parametrise ``qnn_case`` by ``--models`` and ``qnn_target`` by SoC × device."""
+        if "qnn_case" in metafunc.fixturenames:
+            cases = registry.select(list(self.settings.models))
+            metafunc.parametrize("qnn_case", cases, ids=[c.name for c in cases], scope="session")
+        if "qnn_target" in metafunc.fixturenames:
+            from pytest_qnn_genai.devices.setup import device_targets
+
+            tgts = device_targets(self.settings, self.workers)  # several phones + xdist: "device"
+            metafunc.parametrize("qnn_target", tgts, ids=[t.id for t in tgts], scope="session")
+
+    def modify_items(self, items: list[pytest.Item]) -> None:
+        """Skip what the marks exclude; check perf goldens and phones when tests need them."""
+        for item in items:
+            reason = marks.skip_reason(item, self.settings)
+            if reason:
+                item.add_marker(pytest.mark.skip(reason=reason))
+        if self.is_worker:
+            return
+        if any(i.get_closest_marker("perf") for i in items):
+            self.check_goldens()
+        if (self.settings.devices and not self.devices_checked
+                and any(_drives_phone(item) for item in items)):
+            self.check_devices()
+
+    def check_devices(self) -> None:
+        """Every ``--device`` problem as one usage-error line, before any test runs."""
+        from pytest_qnn_genai.devices.setup import DeviceSetupError, validate
+
+        self.devices_checked = True
+        try:
+            validate(self.settings, self.workers)
+        except DeviceSetupError as e:
+            raise pytest.UsageError(str(e)) from None
+
+    def check_goldens(self) -> None:
+        """The perf suite is selected: a damaged golden perf file is a usage error."""
+        from pytest_qnn_genai.golden.perf import GoldenFileError, load_goldens
+
+        try:
+            load_goldens(self.settings.golden_dir / "perf")
+        except GoldenFileError as e:
+            raise pytest.UsageError(str(e)) from None
+
+    # -- xdist ----------------------------------------------------------------------------------
+    def worker_input(self) -> dict[str, float]:
+        """What the controller passes each worker (the rebuild time, so all agree)."""
+        return {} if self.rebuild_before is None else {REBUILD_BEFORE: self.rebuild_before}
+
+    def worker_payload(self) -> dict[str, object]:
+        """What a worker ships to the controller at its end."""
+        return {"cache_stats": self.cache_stats().to_dict(), "parity_rows": self.parity.to_dicts(),
+                "records": [r.to_dict() for r in self.results.records]}
+
+    def merge_worker(self, payload: dict | None) -> None:
+        """Fold one worker's payload into the controller's state."""
+        if not payload:
+            return
+        self.worker_stats.merge(payload["cache_stats"])
+        self.parity.merge(payload["parity_rows"])
+        for data in payload["records"]:
+            self.results.add(Record.from_dict(data))
+
+    # -- the end --------------------------------------------------------------------------------
+    def cache_stats(self) -> CacheStats:
+        """This process's cache statistics plus those merged from workers."""
+        totals = CacheStats()
+        totals.merge(self.worker_stats.to_dict())
+        if self._cache is not None:
+            totals.merge(self._cache.stats.to_dict())
+        return totals
+
+    def finish(self) -> None:
+        """Ship the payload (worker) or write the report (controller)."""
+        worker_output = getattr(self.config, "workeroutput", None)
+        if worker_output is not None:
+            worker_output[PAYLOAD] = self.worker_payload()
+        else:
+            self.write_report()
+
+    def write_report(self) -> None:
+        """Diffs against ``--qnn-compare-to`` and the ``--qnn-report`` folder (computed once)."""
+        from pytest_qnn_genai.golden.perf import GoldenFileError, load_goldens
+        from pytest_qnn_genai.report.diff import compare
+        from pytest_qnn_genai.report.write import write_report
+
+        s = self.settings
+        diffs = (compare(self.results.perf_figures(), self.baseline.perf_figures(), s.perf_noise)
+                 if self.baseline is not None else [])
+        folder, written = None, []
+        if s.report_dir is not None:
+            try:
+                goldens = load_goldens(s.golden_dir / "perf")
+            except GoldenFileError:
+                goldens = {}  # reported by the perf tests themselves
+            folder, written = write_report(s.report_dir, self.results, goldens, self.baseline,
+                                           s.perf_noise)
+        self.report = (folder, written, diffs)
+
+    def terminal_summary(self, tr: pytest.TerminalReporter) -> None:
+        """Cache statistics, the parity table, the perf diff and the report's files."""
+        totals = self.cache_stats()
+        if totals.hits or totals.builds:
+            tr.write_sep("-", "qnn-genai artifact cache")
+            tr.write_line(
+                f"{totals.hits} hits, {totals.builds} builds ({totals.build_s:.1f}s building, "
+                f"{totals.bytes_built / 1e6:.2f} MB written, {totals.rebuilt_damaged} damaged "
+                f"entries rebuilt) in {self.settings.cache_dir}")
+        if self.parity.rows and not self.is_worker:
+            tr.write_sep("-", "qnn-genai parity: legacy vs new")
+            for line in self.parity.format():
+                tr.write_line(line)
+        if self.report is None:
+            return
+        from pytest_qnn_genai.report.diff import render_table
+
+        folder, written, diffs = self.report
+        if self.baseline is not None:
+            tr.write_sep("-", f"qnn-genai perf vs {self.settings.compare_to}")
+            tr.write(render_table(diffs))
+        if folder is not None:
+            tr.write_sep("-", "qnn-genai report")
+            tr.write_line(f"{len(self.results.records)} records: "
+                          + ", ".join(str(p) for p in written))
+
+    def header(self) -> str:
+        s, sdk = self.settings, self.sdk
+        return (f"qnn-genai: soc={','.join(x.name for x in s.socs)} backend={s.backend} "
+                f"device={s.device_label} qairt={sdk.qairt_version} ({sdk.kind} sdk) "
+                f"executorch={dist_version('executorch')} torch={dist_version('torch')} "
+                f"cache={s.cache_dir}")
+
+    def machine_info(self) -> dict[str, str]:
+        """pytest-benchmark's ``machine_info["qnn_genai"]``: SoCs, backend, devices, versions."""
+        s, sdk = self.settings, self.sdk
+        return {"soc": ",".join(x.name for x in s.socs), "backend": s.backend,
+                "device": s.device_label, "qairt": f"{sdk.qairt_version} ({sdk.kind} sdk)",
+                "executorch": dist_version("executorch"), "torch": dist_version("torch")}
+
+
+def _xdist_workers(config: pytest.Config) -> int | None:
+    """pytest-xdist's worker count for this session (None without xdist)."""
+    worker_input = getattr(config, "workerinput", None)
+    if worker_input is not None:
+        return int(worker_input.get("workercount", 1))
+    n = getattr(config.option, "numprocesses", None)
+    return n if isinstance(n, int) and n > 0 else None
+
+
+def _drives_phone(item: pytest.Item) -> bool:
+    """True if ``item`` will run on a phone: not skipped, a phone target, a device fixture."""
+    target: Target | None = marks.item_target(item)
+    if target is None or target.is_emulator or item.get_closest_marker("skip"):
+        return False
+    argnames = getattr(getattr(item, "_fixtureinfo", None), "argnames", ())
+    return "qnn_run" in item.fixturenames or bool({"qnn_devices", "qnn_pipeline"} & set(argnames))
+
+
+SESSION = pytest.StashKey[QnnSession]()
+
+
+def session_of(config: pytest.Config) -> QnnSession:
+    """The plugin's session for ``config`` (configured by ``pytest_configure``)."""
+    return config.stash[SESSION]

@@ -1,0 +1,56 @@
+"""Writing a run's report folder: ``results.json``, ``summary.md`` and the plots.
+
+``DIR/<date>/`` for the run (``DIR/<date>-<HHMMSS>/`` for a second run that day); the summary
+compares with ``--qnn-compare-to`` or else the newest earlier run in ``DIR``.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from pytest_qnn_genai.report.plots import write_plots
+from pytest_qnn_genai.report.results import (
+    RESULTS_NAME,
+    ResultsFile,
+    latest_before,
+    load_history,
+    run_dir,
+)
+from pytest_qnn_genai.report.summary import SUMMARY_NAME, write_summary
+
+if TYPE_CHECKING:
+    from pytest_qnn_genai.golden.perf import GoldenPerf
+
+
+def load_baseline(path: Path) -> ResultsFile:
+    """``--qnn-compare-to``: a ``results.json`` or a folder holding one (``ResultsFileError``)."""
+    path = Path(path)
+    return ResultsFile.load(path / RESULTS_NAME if path.is_dir() else path)
+
+
+def report_folder(root: Path, results: ResultsFile) -> Path:
+    """``root/<date>/`` for this run; ``root/<date>-<HHMMSS>/`` when that day already has one."""
+    folder = run_dir(root, results.header)
+    if (folder / RESULTS_NAME).exists():
+        folder = folder.with_name(f"{folder.name}-{results.header.when.strftime('%H%M%S')}")
+    return folder
+
+
+def write_report(root: Path, results: ResultsFile, goldens: Mapping[str, GoldenPerf],
+                 baseline: ResultsFile | None = None,
+                 noise: float = 0.10) -> tuple[Path, list[Path]]:
+    """Write ``results.json``, ``summary.md`` and the plots of a run into its report folder.
+
+    ``summary.md`` compares with ``baseline`` (``--qnn-compare-to``), else with the newest earlier
+    run in ``root``; the trend plot covers every earlier run in ``root``. Returns the folder and
+    the files written.
+    """
+    folder = report_folder(Path(root), results)
+    folder.mkdir(parents=True, exist_ok=True)
+    history = load_history(root, exclude=folder / RESULTS_NAME)
+    previous = baseline if baseline is not None else latest_before(history, results)
+    written = [results.write(folder / RESULTS_NAME),
+               write_summary(folder / SUMMARY_NAME, results, goldens, previous, noise)]
+    written += write_plots(results, history, goldens, folder)
+    return folder, written

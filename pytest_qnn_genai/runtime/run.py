@@ -1,0 +1,75 @@
+"""The run stage: a built .pte on a target → the generation (tokens, text, logits, perf).
+
+On the x86 emulator target the .pte runs in this process through :class:`HybridRunner`; phones
+are driven over adb by ``pytest_qnn_genai.devices``.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from pytest_qnn_genai.runtime.result import RunResult
+from pytest_qnn_genai.runtime.tokenizer import decode_continuation, encode, load_tokenizer
+from pytest_qnn_genai.sdk import require_active
+from pytest_qnn_genai.targets import Target
+
+if TYPE_CHECKING:
+    from pytest_qnn_genai.devices.session import DeviceSession
+
+
+class RunStageError(RuntimeError):
+    """The run stage cannot start (no SDK active, tokenizer and program disagree, ...)."""
+
+
+def run(pte: Path, tokenizer_model: Path, prompt: str, target: Target,
+        max_new_tokens: int, *, device: DeviceSession | None = None, tokenizer_bin: Path | None = None,
+        pte_digest: str | None = None) -> RunResult:
+    """Greedy-generate up to ``max_new_tokens`` tokens after ``prompt`` with ``pte`` on ``target``.
+
+    The emulator path needs the QNN SDK active in this process (``sdk.activate``). A phone target
+    needs ``device`` (a :class:`~pytest_qnn_genai.devices.session.DeviceSession`) and the
+    llama2.c ``tokenizer_bin`` the C++ runner reads; ``pte_digest`` names the pushed copy.
+    """
+    if not target.is_emulator:
+        return run_on_device(pte, tokenizer_model, prompt, target, max_new_tokens, device,
+                             tokenizer_bin, pte_digest)
+    require_active("running a .pte on the emulator")
+    from pytest_qnn_genai.runtime.host_runner import HybridRunner
+
+    runner = HybridRunner(pte)
+    tokenizer = load_tokenizer(tokenizer_model)
+    if tokenizer.get_piece_size() != runner.vocab_size:
+        raise RunStageError(f"tokenizer {Path(tokenizer_model).name} has {tokenizer.get_piece_size()} "
+                            f"pieces but {Path(pte).name} has vocabulary {runner.vocab_size}")
+    prompt_ids = encode(tokenizer, prompt, runner.bos_id)
+    result = runner.generate(prompt_ids, max_new_tokens)
+    body = prompt_ids[1:] if prompt_ids and prompt_ids[0] == runner.bos_id else prompt_ids
+    result.text = decode_continuation(tokenizer, body, result.tokens)
+    result.device = target.device
+    result.extra.update(target=target.id, prompt=prompt)
+    return result
+
+
+def run_on_device(pte: Path, tokenizer_model: Path, prompt: str, target: Target,
+                  max_new_tokens: int, device: DeviceSession | None, tokenizer_bin: Path | None,
+                  pte_digest: str | None) -> RunResult:
+    """The phone path: push and run through ``device`` (qnn_llama_runner, hybrid mode).
+
+    The runner reports text, not ids: ``tokens`` are the text re-tokenized with
+    ``tokenizer_model`` (``extra["tokens_source"]`` says so); ``logits`` is None (the runner
+    dumps logits only in kv mode).
+    """
+    if device is None:
+        raise RunStageError(f"{target.id}: a phone run needs a device session "
+                            "(pytest_qnn_genai.devices.session.DeviceSession)")
+    if tokenizer_bin is None or not Path(tokenizer_bin).is_file():
+        raise RunStageError(f"{target.id}: the C++ runner needs the llama2.c tokenizer.bin, "
+                            f"got {tokenizer_bin}")
+    try:  # executorch.runtime before sentencepiece: the reverse order can crash after activate()
+        import executorch.runtime  # noqa: F401
+    except ImportError:
+        pass
+    tokenizer = load_tokenizer(tokenizer_model)
+    prompt_ids = encode(tokenizer, prompt)
+    return device.generate(Path(pte), Path(tokenizer_bin), tokenizer, prompt, prompt_ids,
+                           max_new_tokens, target, pte_digest)

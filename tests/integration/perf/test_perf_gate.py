@@ -1,0 +1,239 @@
+"""The perf gate wired up: minimum-work top-ups, the A/B gate catching a slowed variant (with fakes
+and on the emulator), pytest-benchmark in enabled and disabled mode, and the plugin's report
+(--qnn-report, --qnn-compare-to, xdist records, one-line usage errors)."""
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from pytest_qnn_genai.perf.benchmark import (
+    EXTRA_INFO,
+    Minimum,
+    QnnBenchmark,
+    Workload,
+    host_generation,
+    measure,
+)
+from pytest_qnn_genai.perf.gate import Contender, ab_gate
+from pytest_qnn_genai.report.diff import compare
+from pytest_qnn_genai.report.results import Header, Record, ResultsFile
+from pytest_qnn_genai.report.write import write_report
+from pytest_qnn_genai.runtime.result import PerfStats
+from pytest_qnn_genai.targets import Target, soc
+
+ROOT = Path(__file__).resolve().parents[3]
+EMU = Target(soc("SM8650"))
+VERSIONS = {"torch": "t", "executorch": "e", "qairt": "q", "pytest-qnn-genai": "p"}
+
+
+def _stats(decode: float, prefill: float = 100.0, tokens: int = 16) -> PerfStats:
+    return PerfStats(prompt_tokens=32, generated_tokens=tokens, model_load_s=0.1,
+                     prefill_tok_s=prefill, decode_tok_s=decode, ttft_s=32 / prefill)
+
+
+class _Fake:
+    """A generation with fixed figures that logs its calls."""
+
+    def __init__(self, name: str, log: list[str], decode: float, tokens: int = 16) -> None:
+        self.name, self.log, self.decode, self.tokens = name, log, decode, tokens
+
+    def __call__(self) -> PerfStats:
+        self.log.append(self.name)
+        return _stats(self.decode, tokens=self.tokens)
+
+
+def test_ab_gate_interleaves_and_fails_a_slowed_candidate() -> None:
+    log: list[str] = []
+    out = ab_gate(Contender("ref", _Fake("A", log, 50.0)), Contender("slow", _Fake("B", log, 30.0)),
+                  rounds=3, floor=0.9, minimum=Minimum(0, 0.0))
+    assert log == ["A", "B", "A", "B", "B", "A", "A", "B"]  # warm-up pair, then ABBA order
+    assert not out.passed and out.verdicts["decode_tok_s"].ratio == pytest.approx(0.6)
+    assert out.verdicts["prefill_tok_s"].passed
+    assert out.failures() == [f"slow vs ref decode_tok_s: {out.verdicts['decode_tok_s']}"]
+    same = ab_gate(Contender("ref", _Fake("A", [], 50.0)), Contender("same", _Fake("B", [], 49.0)),
+                   rounds=3, floor=0.9, minimum=Minimum(0, 0.0))
+    assert same.passed and same.values()["decode_tok_s_ratio"] == pytest.approx(0.98)
+
+
+def test_too_little_work_runs_more_rounds_bounded() -> None:
+    log: list[str] = []
+    out = ab_gate(Contender("a", _Fake("A", log, 50.0, tokens=16)),
+                  Contender("b", _Fake("B", log, 50.0, tokens=16)),
+                  rounds=2, floor=0.9, minimum=Minimum(tokens=64, seconds=0.0, max_rounds=10))
+    assert len(out.a_rounds) == 4 and not out.shortfall  # 4 x 16 generated tokens = 64
+    capped = measure(_Fake("A", [], 50.0, tokens=16), rounds=2,
+                     minimum=Minimum(tokens=1000, seconds=0.0, max_rounds=5))
+    assert len(capped.rounds) == 5 and capped.planned == 2
+    assert capped.shortfall and "too little work" in capped.shortfall[0]
+
+
+class _Benchmark:
+    """The parts of pytest-benchmark's fixture that QnnBenchmark uses."""
+
+    def __init__(self, disabled: bool) -> None:
+        self.disabled, self.extra_info, self.calls = disabled, {}, []
+
+    def pedantic(self, target, rounds, warmup_rounds, iterations):  # noqa: ANN001
+        self.calls.append((rounds, warmup_rounds, iterations))
+        for _ in range(warmup_rounds + rounds):
+            target()
+
+
+class _Settings:
+    perf_rounds, perf_min_tokens, perf_min_seconds = 3, 64, 0.0
+
+
+@pytest.mark.parametrize("disabled", [False, True], ids=["pytest-benchmark", "own-loop"])
+def test_qnn_benchmark_records_medians(disabled: bool) -> None:
+    bench, log = _Benchmark(disabled), []
+    qb = QnnBenchmark(bench, _Settings(), EMU, lambda **_: _Fake("A", log, 40.0, tokens=16),
+                      labels={"soc": "SM8650", "device": "x86-emulator"})
+    result = qb()
+    assert bench.calls == ([] if disabled else [(3, 1, 1)])
+    assert len(log) == 1 + 4 and len(result.rounds) == 4  # warm-up dropped; topped up to 64 tokens
+    assert set(EXTRA_INFO) <= set(bench.extra_info)
+    assert bench.extra_info["decode_tok_s"] == 40.0 and bench.extra_info["generated_tokens"] == 16
+    assert bench.extra_info["pytest_benchmark_disabled"] is disabled
+    assert bench.extra_info["rounds"] == 4 and bench.extra_info["planned_rounds"] == 3
+
+
+def _results(date: str, decode: float) -> ResultsFile:
+    run = ResultsFile(Header(date, ["SM8650"], "htp", [], VERSIONS))
+    run.add(Record.for_target("perf", "stories260k", EMU,
+                              {"prefill_tok_s": 100.0, "decode_tok_s": decode, "ttft_s": 0.3}))
+    return run
+
+
+def test_second_report_with_a_slowed_variant_is_a_regression(tmp_path: Path) -> None:
+    first = _results("2026-08-14T02:00:00+00:00", 3.2)
+    write_report(tmp_path, first, {})
+    second = _results("2026-08-15T02:00:00+00:00", 1.5)
+    folder, written = write_report(tmp_path, second, {})
+    assert folder == tmp_path / "2026-08-15"
+    assert {p.name for p in written} == {"results.json", "summary.md", "perf-vs-golden.png",
+                                         "perf-trend.png"}
+    diff = {d.figure: d for d in compare(second.perf_figures(), first.perf_figures())}
+    assert diff["decode_tok_s"].bucket == "≥2x slower"
+    assert diff["prefill_tok_s"].bucket == "within noise"
+    summary = (folder / "summary.md").read_text()
+    assert "Changes since 2026-08-14" in summary and "≥2x slower" in summary
+
+
+# -- the emulator: a runner slowed per decode step, interleaved with the normal one -----------
+@pytest.fixture(scope="module")
+def new_pte(qnn_pipeline, qnn_sdk, case):  # -> Path
+    return qnn_pipeline.pte(case, EMU).pte
+
+
+def test_slowed_runner_fails_the_relative_gate_on_the_emulator(new_pte, case,
+                                                               tmp_path: Path) -> None:
+    from pytest_qnn_genai.runtime.host_runner import HybridRunner
+
+    class SlowedRunner(HybridRunner):
+        def _step(self, io, tokens, n_past, times):  # noqa: ANN001
+            if io.name == self.decode.name:
+                time.sleep(0.3)  # longer than an emulator decode step
+            return super()._step(io, tokens, n_past, times)
+
+    workload = Workload(case.eval_prompt, 6)
+    tokenizer = case.path("tokenizer_model")
+    normal = Contender("normal", host_generation(new_pte, tokenizer, workload))
+    slowed = Contender("slowed", host_generation(new_pte, tokenizer, workload, SlowedRunner))
+    out = ab_gate(normal, slowed, rounds=2, floor=0.9, minimum=Minimum(0, 0.0))
+    assert not out.passed and out.verdicts["decode_tok_s"].ratio < 0.9, out.verdicts
+    assert [r.generated_tokens for r in out.a_rounds + out.b_rounds] == [6] * 4
+    first, second = (_results(d, out.verdicts["decode_tok_s"].median_a if i == 0
+                              else out.verdicts["decode_tok_s"].median_b)
+                     for i, d in enumerate(("2026-08-14T02:00:00+00:00",
+                                            "2026-08-15T02:00:00+00:00")))
+    diff = {d.figure: d for d in compare(second.perf_figures(), first.perf_figures())}
+    assert diff["decode_tok_s"].bucket.endswith("slower"), diff["decode_tok_s"]
+
+
+# -- the plugin: report, comparison, xdist, usage errors (no emulator work) --------------------
+RECORD_TEST = """
+import os, pytest
+from pytest_qnn_genai.report.results import Record
+
+@pytest.mark.perf
+def test_figures(qnn_results, qnn_case, qnn_target, request):
+    decode = float(os.environ["FAKE_DECODE"])
+    qnn_results.add(Record.for_target("perf", qnn_case.name, qnn_target,
+        {"prefill_tok_s": 100.0, "decode_tok_s": decode}, "pass", request.node.nodeid))
+"""
+
+
+@pytest.mark.usefixtures("qnn_env")
+def test_report_and_compare_to_through_the_plugin(pytester: pytest.Pytester,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    pytester.makepyfile(RECORD_TEST)
+    monkeypatch.setenv("FAKE_DECODE", "3.0")
+    first = pytester.runpytest("--qnn-report", "out", "-p", "no:cacheprovider")
+    first.assert_outcomes(passed=1)
+    (folder,) = (pytester.path / "out").iterdir()
+    assert {p.name for p in folder.iterdir()} >= {"results.json", "summary.md",
+                                                  "perf-vs-golden.png", "perf-trend.png"}
+    data = json.loads((folder / "results.json").read_text())
+    assert data["records"][0]["values"]["decode_tok_s"] == 3.0
+    monkeypatch.setenv("FAKE_DECODE", "1.2")
+    second = pytester.runpytest("--qnn-report", "out", "--qnn-compare-to", str(folder),
+                                "-p", "no:cacheprovider")
+    second.assert_outcomes(passed=1)
+    second.stdout.fnmatch_lines(["*qnn-genai perf vs*",
+                                 "*decode_tok_s | 3 | 1.2 | 0.40x | ≥2x slower |*",
+                                 "*qnn-genai report*"])
+    (newer,) = [p for p in (pytester.path / "out").iterdir() if p != folder]
+    assert "≥2x slower" in (newer / "summary.md").read_text()
+
+
+@pytest.mark.usefixtures("qnn_env")
+def test_records_come_back_from_xdist_workers(pytester: pytest.Pytester,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    pytester.makepyfile(RECORD_TEST)
+    monkeypatch.setenv("FAKE_DECODE", "2.0")
+    result = pytester.runpytest_subprocess("-n", "2", "--soc", "SM8650", "--soc", "SM8750",
+                                           "--qnn-report", "out", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=2)
+    (folder,) = (pytester.path / "out").iterdir()
+    records = json.loads((folder / "results.json").read_text())["records"]
+    assert sorted(r["target"] for r in records) == ["SM8650-htp-emulator", "SM8750-htp-emulator"]
+
+
+@pytest.mark.usefixtures("qnn_env")
+@pytest.mark.parametrize("args,first_words", [
+    (["--qnn-perf-rounds", "zero"], "ERROR: --qnn-perf-rounds: expected an integer"),
+    (["--qnn-perf-ratio-floor", "-1"], "ERROR: --qnn-perf-ratio-floor: '-1' is outside"),
+    (["--qnn-compare-to", "missing.json"], "ERROR: --qnn-compare-to: "),
+    (["--qnn-golden-dir", "bad"], "ERROR: "),
+])
+def test_bad_perf_inputs_are_one_usage_error_line(pytester: pytest.Pytester, args: list[str],
+                                                  first_words: str) -> None:
+    pytester.makepyfile(RECORD_TEST)
+    (pytester.path / "bad" / "perf").mkdir(parents=True)
+    (pytester.path / "bad" / "perf" / "stories260k.json").write_text('{"model": "stories260k"}')
+    result = pytester.runpytest_subprocess(*args)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    errors = [line for line in result.errlines if line.strip()]
+    assert len(errors) == 1 and errors[0].startswith(first_words), errors
+    if "bad" in args:
+        assert "stories260k.json" in errors[0] and "missing key 'tolerance'" in errors[0]
+
+
+# -- end to end: the perf suite itself, on the session's cached .pte files ---------------------
+def test_perf_suite_end_to_end(pytester: pytest.Pytester, qnn_settings, legacy, new_pte) -> None:
+    """``pytest -m perf --qnn-report out`` on the real suite (one round, no minimum: cheap)."""
+    pytester.makepyfile(test_perf=(ROOT / "suites" / "perf" / "test_perf.py").read_text())
+    result = pytester.runpytest_subprocess(
+        "-m", "perf", "--qnn-report", "out", "--qnn-cache-dir", str(qnn_settings.cache_dir),
+        "--qnn-perf-rounds", "1", "--qnn-perf-min-tokens", "0", "--qnn-perf-min-seconds", "0",
+        "--qnn-perf-ratio-floor", "0.01", "-p", "no:cacheprovider", "-rs", timeout=900)
+    result.assert_outcomes(passed=2, skipped=1)
+    (folder,) = (pytester.path / "out").iterdir()
+    records = json.loads((folder / "results.json").read_text())["records"]
+    tests = sorted(r["test"].split("::")[-1].split("[")[0] for r in records)
+    assert tests == ["test_emulator_benchmark", "test_relative_gate"]
+    assert all(r["kind"] == "perf" and r["verdict"] == "pass" for r in records)
+    assert len(list(folder.glob("*.png"))) == 2

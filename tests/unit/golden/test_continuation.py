@@ -1,0 +1,60 @@
+"""Golden continuations: strict loading, explicit-flag atomic updates, readable mismatches."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from pytest_qnn_genai.golden import continuation
+from pytest_qnn_genai.golden.continuation import Continuation, GoldenContinuationError
+
+GOLDEN = Continuation("Once upon a time", [1, 5, 6], [7, 8, 9], " there was a cat")
+
+
+@pytest.fixture
+def golden(tmp_path: Path) -> Path:
+    path = continuation.path_for(tmp_path, "tiny")
+    continuation.update(path, GOLDEN, allow_write=True)
+    return path
+
+
+def test_round_trip(golden: Path) -> None:
+    assert continuation.load(golden) == GOLDEN
+
+
+@pytest.mark.parametrize("content,needle", [
+    ("{not json", "not valid JSON"),
+    ("[1, 2]", "expected a JSON object"),
+    (json.dumps({"prompt": "x", "prompt_tokens": [1], "tokens": [2]}), "'text' must be a str"),
+    (json.dumps({"prompt": "x", "prompt_tokens": [1], "tokens": ["a"], "text": ""}),
+     "'tokens' must hold non-negative integers"),
+])
+def test_malformed_file_is_one_line_naming_it(golden: Path, content: str, needle: str) -> None:
+    golden.write_text(content)
+    with pytest.raises(GoldenContinuationError) as err:
+        continuation.load(golden)
+    message = str(err.value)
+    assert message.startswith(str(golden)) and needle in message and "\n" not in message
+
+
+def test_missing_file_says_how_to_create_it(tmp_path: Path) -> None:
+    with pytest.raises(GoldenContinuationError, match="--qnn-update-golden"):
+        continuation.load(tmp_path / "none.json")
+
+
+def test_update_needs_the_flag_and_returns_a_diff(golden: Path) -> None:
+    changed = Continuation(GOLDEN.prompt, GOLDEN.prompt_tokens, [7, 8, 10], " there was a dog")
+    with pytest.raises(PermissionError, match="--qnn-update-golden"):
+        continuation.update(golden, changed, allow_write=False)
+    assert continuation.load(golden) == GOLDEN
+    diff = continuation.update(golden, changed, allow_write=True)
+    assert "-" in diff and "10]" in diff and "dog" in diff
+    assert continuation.update(golden, changed, allow_write=True) == ""  # unchanged: no diff
+
+
+def test_mismatch_names_the_first_differing_token() -> None:
+    assert continuation.mismatch(GOLDEN, [7, 8, 9], GOLDEN.text) is None
+    problem = continuation.mismatch(GOLDEN, [7, 4, 9], " there is")
+    assert problem is not None and problem.startswith("continuation differs from token 1 on")
+    assert "' there was a cat'" in problem and "' there is'" in problem

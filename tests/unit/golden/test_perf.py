@@ -1,0 +1,226 @@
+"""Golden perf floors: strict one-line errors, floor checks, refused/atomic/diffed updates."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_qnn_genai.golden.perf import (
+    GoldenFileError,
+    GoldenPerf,
+    GoldenWriteRefused,
+    golden_diff,
+    load_golden,
+    load_goldens,
+    update_golden,
+)
+
+REPO = Path(__file__).resolve().parents[3]
+SEED = REPO / "golden" / "perf" / "stories260k.json"
+REL = "golden/perf/stories260k.json"
+
+
+def _valid() -> dict[str, Any]:
+    return {"model": "stories260k", "tolerance": 0.05,
+            "targets": {"SM8650": {"htp": {"prefill_tok_s": 2000, "decode_tok_s": 1600,
+                                           "provenance": "test floor"}}}}
+
+
+@pytest.fixture
+def golden_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A working directory with ``golden/perf/``, so messages show the relative path."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "golden" / "perf").mkdir(parents=True)
+    return tmp_path / "golden" / "perf"
+
+
+def test_seed_file_is_upstreams_stories260k_floor() -> None:
+    g = load_golden(SEED)
+    assert g.model == "stories260k" and g.tolerance == 0.0
+    assert g.floor("SM8650", "htp", "inference_speed_tok_s") == 1600
+    assert g.floor("SM8650", "htp", "decode_tok_s") == 1600
+    assert g.floor("SM8650", "htp", "prefill_tok_s") is None  # upstream has no prefill floor
+    prov = g.entry("SM8650", "htp").provenance
+    assert "test_llama_stories_260k" in prov and "inference_speed >= 1600" in prov
+    assert "generated tokens over total inference time" in prov
+    assert g.to_json() == SEED.read_text()  # the file is in canonical form: updates diff cleanly
+
+
+def _set(path: tuple[str, ...], value: Any) -> Callable[[dict[str, Any]], Any]:
+    def damage(d: dict[str, Any]) -> Any:
+        node = d
+        for k in path[:-1]:
+            node = node[k]
+        node[path[-1]] = value
+        return d
+    return damage
+
+
+def _drop(path: tuple[str, ...]) -> Callable[[dict[str, Any]], Any]:
+    def damage(d: dict[str, Any]) -> Any:
+        node = d
+        for k in path[:-1]:
+            node = node[k]
+        del node[path[-1]]
+        return d
+    return damage
+
+
+ENTRY = ("targets", "SM8650", "htp")
+DAMAGE = {
+    "decode-not-a-number": (_set(ENTRY + ("decode_tok_s",), "fast"),
+                            "SM8650/htp: 'decode_tok_s' must be a positive number or null, "
+                            'got "fast"'),
+    "negative-prefill": (_set(ENTRY + ("prefill_tok_s",), -3.5),
+                         "SM8650/htp: 'prefill_tok_s' must be a positive number or null, got -3.5"),
+    "zero-floor": (_set(ENTRY + ("decode_tok_s",), 0), "'decode_tok_s' must be a positive number"),
+    "bool-floor": (_set(ENTRY + ("decode_tok_s",), True), "got true"),
+    "nan-floor": (_set(ENTRY + ("decode_tok_s",), float("nan")), "got NaN"),
+    "missing-decode": (_drop(ENTRY + ("decode_tok_s",)), "SM8650/htp: missing key 'decode_tok_s'"),
+    "missing-provenance": (_drop(ENTRY + ("provenance",)), "missing key 'provenance'"),
+    "empty-provenance": (_set(ENTRY + ("provenance",), " "), "'provenance' must be a non-empty"),
+    "typo-key": (_set(ENTRY + ("decode_toks",), 5), "unknown key 'decode_toks'"),
+    "entry-not-object": (_set(ENTRY, [1600]), "SM8650/htp: entry must be an object, got [1600]"),
+    "unknown-soc": (lambda d: {**d, "targets": {"SM9999": d["targets"]["SM8650"]}},
+                    "unknown SoC 'SM9999'"),
+    "unknown-backend": (lambda d: {**d, "targets": {"SM8650": {"npu": {}}}},
+                        "SM8650: unknown backend 'npu'"),
+    "no-targets": (_set(("targets",), {}), "'targets' must be a non-empty object"),
+    "missing-model": (_drop(("model",)), "missing key 'model'"),
+    "wrong-model": (_set(("model",), "stories110m"), "'model' is 'stories110m' but the file"),
+    "tolerance-string": (_set(("tolerance",), "5%"), "'tolerance' must be a number in [0, 1)"),
+    "tolerance-too-big": (_set(("tolerance",), 1.5), "got 1.5"),
+    "entry-tolerance-negative": (_set(ENTRY + ("tolerance",), -0.1), "SM8650/htp: 'tolerance'"),
+    "top-level-list": (lambda d: [d], "top level must be an object"),
+    "huge-value": (_set(ENTRY + ("decode_tok_s",), "x" * 500), 'got "' + "x" * 56 + "..."),
+}
+
+
+@pytest.mark.parametrize("damage,expected", DAMAGE.values(), ids=DAMAGE.keys())
+def test_damaged_file_gives_one_line_naming_file_and_problem(
+        golden_dir: Path, damage: Callable[[dict[str, Any]], Any], expected: str) -> None:
+    (golden_dir / "stories260k.json").write_text(json.dumps(damage(_valid())))
+    with pytest.raises(GoldenFileError) as info:
+        load_golden(REL)
+    message = str(info.value)
+    assert "\n" not in message
+    assert message.startswith(f"{REL}: ")
+    assert expected in message
+
+
+def test_exact_message_for_a_non_numeric_floor(golden_dir: Path) -> None:
+    (golden_dir / "stories260k.json").write_text(
+        json.dumps(_set(ENTRY + ("decode_tok_s",), "fast")(_valid())))
+    with pytest.raises(GoldenFileError) as info:
+        load_golden(REL)
+    assert str(info.value) == (f'{REL}: SM8650/htp: \'decode_tok_s\' must be a positive number '
+                               'or null, got "fast"')
+
+
+@pytest.mark.parametrize("text,expected", [
+    ('{"model": "stories260k",', "invalid JSON at line 1 column 25: Expecting property name"),
+    ("", "invalid JSON at line 1 column 1"),
+])
+def test_bad_json_is_one_line(golden_dir: Path, text: str, expected: str) -> None:
+    (golden_dir / "stories260k.json").write_text(text)
+    with pytest.raises(GoldenFileError) as info:
+        load_golden(REL)
+    assert str(info.value).startswith(f"{REL}: {expected}") and "\n" not in str(info.value)
+
+
+def test_missing_file_is_one_line(golden_dir: Path) -> None:
+    with pytest.raises(GoldenFileError, match=r"^golden/perf/nope.json: cannot read \(No such"):
+        load_golden("golden/perf/nope.json")
+
+
+def test_load_goldens_reads_every_model(golden_dir: Path) -> None:
+    shutil.copy(SEED, golden_dir / "stories260k.json")
+    assert list(load_goldens(golden_dir)) == ["stories260k"]
+    assert load_goldens(golden_dir / "absent") == {}
+
+
+def test_check_applies_floor_and_tolerance(golden_dir: Path) -> None:
+    g = GoldenPerf("stories260k", 0.05, {}).with_floors(
+        "SM8650", "htp", {"prefill_tok_s": 2000, "decode_tok_s": 1600}, "test floor")
+    assert g.check("SM8650", "htp", {"prefill_tok_s": 2100, "decode_tok_s": 1521}) == []
+    [miss] = g.check("SM8650", "htp", {"prefill_tok_s": 2100, "decode_tok_s": 1519})
+    assert miss == "stories260k SM8650/htp: decode_tok_s 1519.0 < floor 1600 (tolerance 5%)"
+    [unmeasured] = g.check("SM8650", "htp", {"decode_tok_s": 1700})
+    assert "prefill_tok_s was not measured" in unmeasured
+    assert g.check("SM8750", "htp", {}) == []  # no golden for this SoC: nothing to gate
+    with pytest.raises(ValueError, match="'ttft_s' is not a floor figure"):
+        g.with_floors("SM8650", "htp", {"ttft_s": 0.1}, "x")
+
+
+def _bumped(decode: float) -> GoldenPerf:
+    g = load_golden(REL)
+    return g.with_floors("SM8650", "htp", {"decode_tok_s": decode}, "measured on R5CX (test)")
+
+
+def test_update_refuses_without_the_explicit_flag(golden_dir: Path) -> None:
+    shutil.copy(SEED, golden_dir / "stories260k.json")
+    before = (golden_dir / "stories260k.json").read_bytes()
+    with pytest.raises(GoldenWriteRefused, match="without --qnn-update-golden"):
+        update_golden(REL, _bumped(1750))
+    with pytest.raises(GoldenWriteRefused):
+        update_golden(REL, _bumped(1750), allow_write=False)
+    assert (golden_dir / "stories260k.json").read_bytes() == before
+    assert sorted(p.name for p in golden_dir.iterdir()) == ["stories260k.json"]
+
+
+def test_update_writes_and_returns_a_diff_with_the_changed_number(golden_dir: Path) -> None:
+    shutil.copy(SEED, golden_dir / "stories260k.json")
+    os.chmod(golden_dir / "stories260k.json", 0o644)
+    new = _bumped(1750)
+    assert golden_dir.joinpath("stories260k.json").read_text() != new.to_json()
+    preview = golden_diff(REL, new)
+    diff = update_golden(REL, new, allow_write=True)
+    assert diff == preview
+    assert '-        "decode_tok_s": 1600,' in diff and '+        "decode_tok_s": 1750,' in diff
+    assert "+        \"provenance\": \"measured on R5CX (test)\"" in diff
+    assert diff.startswith(f"--- {REL} (old)\n+++ {REL} (new)\n")
+    reloaded = load_golden(REL)
+    assert reloaded.floor("SM8650", "htp", "decode_tok_s") == 1750
+    assert reloaded.floor("SM8650", "htp", "inference_speed_tok_s") == 1600  # kept
+    assert (golden_dir / "stories260k.json").stat().st_mode & 0o777 == 0o644
+    assert update_golden(REL, reloaded, allow_write=True) == ""  # unchanged: empty diff
+
+
+def test_update_creates_a_new_file(golden_dir: Path) -> None:
+    new = GoldenPerf("stories110m", 0.1, {}).with_floors(
+        "SM8750", "htp", {"decode_tok_s": 220.0}, "ExecuTorch stories110m: >= 220 tok/s")
+    diff = update_golden("golden/perf/stories110m.json", new, allow_write=True)
+    assert '+        "decode_tok_s": 220.0,' in diff and '+        "prefill_tok_s": null,' in diff
+    assert load_golden("golden/perf/stories110m.json") == new
+
+
+def test_update_is_atomic_when_the_replace_fails(golden_dir: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    shutil.copy(SEED, golden_dir / "stories260k.json")
+    before = (golden_dir / "stories260k.json").read_bytes()
+
+    def failing_replace(src: str, dst: str) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "replace", failing_replace)
+    with pytest.raises(OSError, match="No space left"):
+        update_golden(REL, _bumped(1750), allow_write=True)
+    assert (golden_dir / "stories260k.json").read_bytes() == before
+    assert sorted(p.name for p in golden_dir.iterdir()) == ["stories260k.json"]  # no temp left
+
+
+def test_update_validates_before_writing(golden_dir: Path) -> None:
+    shutil.copy(SEED, golden_dir / "stories260k.json")
+    before = (golden_dir / "stories260k.json").read_bytes()
+    wrong_model = GoldenPerf("stories110m", 0.0, load_golden(REL).entries)
+    with pytest.raises(GoldenFileError, match="'model' is 'stories110m'"):
+        update_golden(REL, wrong_model, allow_write=True)
+    negative = _bumped(-1.0)
+    with pytest.raises(GoldenFileError, match="must be a positive number"):
+        update_golden(REL, negative, allow_write=True)
+    assert (golden_dir / "stories260k.json").read_bytes() == before
