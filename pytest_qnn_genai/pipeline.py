@@ -162,7 +162,7 @@ class Pipeline:
 
     def smoke_block(self, target: Target, quant: str) -> CacheEntry:
         """The smoke flow's attention block, quantized with ``quant`` (or fp16), lowered."""
-        from pytest_qnn_genai.flows.base import smoke
+        from pytest_qnn_genai.flows import smoke
 
         return self.cache.get_or_build(
             "smoke-lower", smoke.spec(target, quant), lambda out: smoke.build(target, quant, out),

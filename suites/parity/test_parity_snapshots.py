@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_qnn_genai.flows.base import config as flow_config
+from pytest_qnn_genai.flows import config as flow_config
 from pytest_qnn_genai.targets import EMULATOR, Target, soc
 
 pytestmark = [pytest.mark.parity]

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from pytest_qnn_genai.checks import numerics
-from pytest_qnn_genai.flows.base import smoke
+from pytest_qnn_genai.flows import smoke
 from pytest_qnn_genai.runtime.programs import run_method
 from pytest_qnn_genai.runtime.pte_info import inspect_pte
 
