@@ -3,7 +3,24 @@
 An entry's key hashes the stage name, its inputs, the digests of the upstream entries it was built
 from, and the tool versions. Entries are built in a temporary folder and renamed into place; a
 ``manifest.json`` records inputs, file digests and sizes, so a corrupted or truncated entry is
-detected on load and rebuilt. One file lock per key makes exactly one process build it.
+detected on load and rebuilt. One lock per key (:mod:`pytest_qnn_genai.cache.lock`) makes exactly
+one process build it; the on-disk layout is described in :mod:`pytest_qnn_genai.cache.layout`.
+
+Contract:
+
+- Every change to ``<stage>/<key>`` (build, discard of a damaged entry, rebuild of a stale one,
+  eviction) happens under the key's lock, and every check that finds damage is repeated under the
+  lock before discarding: of N processes that find the same damaged entry, one rebuilds it and
+  the others use the rebuild.
+- The first :meth:`ArtifactCache.get_or_build` of a process sweeps leftovers of killed builds
+  (:func:`pytest_qnn_genai.cache.housekeeping.sweep`).
+- With ``max_bytes``, every build is followed by evicting least-recently-used entries until the
+  cache fits; entries used by this process or at or after ``session_start`` are never evicted.
+
+Hazards: a hit re-hashes the entry's files (the price of detecting damage); a reader that finds an
+entry whole may use its files for the rest of the session, so ``session_start`` must be the
+session's start as seen by every xdist worker, not each worker's own; ``max_bytes`` smaller than
+one session's needs is exceeded (one progress line says so) rather than evicting in-use entries.
 """
 from __future__ import annotations
 
@@ -14,23 +31,34 @@ import shutil
 import tempfile
 import time
 import warnings
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
-from filelock import FileLock
+from pytest_qnn_genai.cache import housekeeping
+from pytest_qnn_genai.cache.housekeeping import EntryInfo, format_bytes
+from pytest_qnn_genai.cache.layout import (
+    MANIFEST,
+    TMP_PREFIX,
+    Manifest,
+    lock_path,
+    read_manifest,
+    touch,
+    trash_path,
+)
+from pytest_qnn_genai.cache.lock import KeyLock
 
+# cache/'s only imports from the rest of the package
 from pytest_qnn_genai.files import file_sha256
 from pytest_qnn_genai.progress import Writer, heartbeat, stderr_writer
-
-MANIFEST = "manifest.json"
 
 
 class CacheWarning(UserWarning):
     """A cache entry was found damaged and is being rebuilt."""
 
 
-def _canonical(obj: Any) -> str:
+def _canonical(obj: object) -> str:
     return json.dumps(obj, sort_keys=True, separators=(",", ":"), default=str)
 
 
@@ -67,6 +95,9 @@ class CacheStats:
     build_s: float = 0.0
     bytes_built: int = 0
     built_keys: list[str] = field(default_factory=list)
+    evicted: int = 0
+    bytes_evicted: int = 0
+    leftovers_removed: int = 0
 
     def merge(self, other: Mapping[str, Any]) -> None:
         """Add another process's stats (as produced by :meth:`to_dict`)."""
@@ -76,6 +107,9 @@ class CacheStats:
         self.build_s += other["build_s"]
         self.bytes_built += other["bytes_built"]
         self.built_keys += other["built_keys"]
+        self.evicted += other.get("evicted", 0)
+        self.bytes_evicted += other.get("bytes_evicted", 0)
+        self.leftovers_removed += other.get("leftovers_removed", 0)
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -85,12 +119,18 @@ class ArtifactCache:
     """Stage outputs under ``root/<stage>/<key>/``, keyed by content and versions."""
 
     def __init__(self, root: Path, versions: Mapping[str, str], rebuild_before: float | None = None,
-                 progress: Writer = stderr_writer) -> None:
+                 progress: Writer = stderr_writer, max_bytes: int | None = None,
+                 session_start: float | None = None) -> None:
         self.root = root
         self.versions = dict(versions)
         self.rebuild_before = rebuild_before  # entries created before this are ignored (rebuild)
         self.progress = progress
+        self.max_bytes = max_bytes  # after a build, evict LRU entries beyond this many bytes
+        self.session_start = time.time() if session_start is None else session_start
         self.stats = CacheStats()
+        self._used: set[str] = set()  # "stage/key" of every entry handed out by this object
+        self._swept = False
+        self._said_over = False
 
     def key(self, stage: str, inputs: Mapping[str, Any], upstream: Sequence[str] = ()) -> str:
         """The content key of a stage run."""
@@ -98,47 +138,81 @@ class ArtifactCache:
                     "versions": self.versions}
         return hashlib.sha256(_canonical(material).encode()).hexdigest()[:32]
 
-    def _check(self, path: Path) -> dict[str, Any] | None:
-        """The manifest of a complete, undamaged entry; None if absent; raises ValueError if damaged."""
-        mf = path / MANIFEST
+    def _check(self, path: Path) -> Manifest | None:
+        """The manifest of a complete, undamaged entry; None if absent; ValueError if damaged.
+
+        Without the key's lock the entry may be renamed away while it is read: that reads as
+        damage, which the caller confirms under the lock.
+        """
         if not path.exists():
             return None
+        manifest = read_manifest(path)
         try:
-            manifest = json.loads(mf.read_text())
-            files = manifest["files"]
-        except (OSError, ValueError, KeyError) as e:
-            raise ValueError(f"unreadable manifest ({e})") from None
-        for name, meta in files.items():
-            f = path / name
-            if not f.is_file():
-                raise ValueError(f"{name} is missing")
-            if f.stat().st_size != meta["size"]:
-                raise ValueError(f"{name} has {f.stat().st_size} bytes, manifest says {meta['size']}")
-            if file_sha256(f) != meta["sha256"]:
-                raise ValueError(f"{name} does not match its recorded sha256")
+            for name, meta in manifest["files"].items():
+                f = path / name
+                if not f.is_file():
+                    raise ValueError(f"{name} is missing")
+                size = f.stat().st_size
+                if size != meta["size"]:
+                    raise ValueError(f"{name} has {size} bytes, manifest says {meta['size']}")
+                if file_sha256(f) != meta["sha256"]:
+                    raise ValueError(f"{name} does not match its recorded sha256")
+        except (OSError, KeyError, TypeError, AttributeError) as e:
+            raise ValueError(f"unreadable manifest or files ({e!r})") from None
         return manifest
 
-    def _discard(self, path: Path, why: str) -> None:
-        warnings.warn(CacheWarning(f"cache entry {path} is damaged ({why}); rebuilding"),
-                      stacklevel=3)
-        self.stats.rebuilt_damaged += 1
-        trash = path.with_name(f".trash-{path.name}-{os.getpid()}-{time.monotonic_ns()}")
-        os.rename(path, trash)
-        shutil.rmtree(trash, ignore_errors=True)
+    def _fresh(self, manifest: Mapping[str, Any]) -> bool:
+        return self.rebuild_before is None or manifest.get("created", 0) >= self.rebuild_before
 
-    def lookup(self, stage: str, key: str) -> CacheEntry | None:
-        """The valid entry for ``key`` if present (damaged entries are removed with a warning)."""
+    def _peek(self, stage: str, key: str) -> tuple[CacheEntry | None, bool]:
+        """Lock-free: (the entry, False) if whole and fresh; (None, True) if it looks damaged.
+
+        The entry is marked used *before* it is checked (see housekeeping's eviction hazard).
+        """
+        path = self.root / stage / key
+        touch(path)
+        try:
+            manifest = self._check(path)
+        except ValueError:
+            return None, True
+        if manifest is None or not self._fresh(manifest):
+            return None, False
+        return CacheEntry(path, manifest, hit=True), False
+
+    def _locked_lookup(self, stage: str, key: str) -> CacheEntry | None:
+        """Holding the key's lock: the whole, fresh entry, or None (a damaged one is discarded)."""
         path = self.root / stage / key
         try:
             manifest = self._check(path)
         except ValueError as e:
-            self._discard(path, str(e))
+            warnings.warn(CacheWarning(f"cache entry {path} is damaged ({e}); rebuilding"),
+                          stacklevel=3)
+            self.stats.rebuilt_damaged += 1
+            self._trash(path)
             return None
-        if manifest is None:
+        if manifest is None or not self._fresh(manifest):
             return None
-        if self.rebuild_before is not None and manifest["created"] < self.rebuild_before:
-            return None
+        touch(path)
         return CacheEntry(path, manifest, hit=True)
+
+    def _trash(self, path: Path) -> None:
+        """Holding the key's lock: rename the entry away and delete it."""
+        trash = trash_path(path.parent, path.name)
+        try:
+            os.rename(path, trash)
+        except FileNotFoundError:
+            return  # removed by a process that does not take the lock (an older version)
+        shutil.rmtree(trash, ignore_errors=True)
+
+    def lookup(self, stage: str, key: str) -> CacheEntry | None:
+        """The valid entry for ``key`` if present (damaged entries are removed with a warning)."""
+        entry, damaged = self._peek(stage, key)
+        if damaged:
+            with KeyLock(lock_path(self.root / stage, key)):
+                entry = self._locked_lookup(stage, key)
+        if entry is not None:
+            self._used.add(f"{stage}/{key}")
+        return entry
 
     def get_or_build(self, stage: str, inputs: Mapping[str, Any], build: Callable[[Path], None],
                      upstream: Sequence[str] = (), label: str = "") -> CacheEntry:
@@ -148,25 +222,29 @@ class ArtifactCache:
         folder that is renamed into place only when it returns.
         """
         key = self.key(stage, inputs, upstream)
-        entry = self.lookup(stage, key)
+        if not self._swept:
+            self.sweep()
+        entry, _damaged = self._peek(stage, key)
         if entry is None:
             (self.root / stage).mkdir(parents=True, exist_ok=True)
-            with FileLock(str(self.root / stage / f"{key}.lock")):
-                entry = self.lookup(stage, key)  # another process may have built it meanwhile
+            with KeyLock(lock_path(self.root / stage, key)):
+                entry = self._locked_lookup(stage, key)  # built meanwhile, or damaged: discarded
                 if entry is None:
                     entry = self._build(stage, key, inputs, upstream, build, label)
-                    return entry
-        self.stats.hits += 1
+        self._used.add(f"{stage}/{key}")
+        if entry.hit:
+            self.stats.hits += 1
+        else:
+            self.enforce_bound()
         return entry
 
     def _build(self, stage: str, key: str, inputs: Mapping[str, Any], upstream: Sequence[str],
                build: Callable[[Path], None], label: str) -> CacheEntry:
+        """Holding the key's lock: build into a ``.tmp-`` folder and rename it into place."""
         final = self.root / stage / key
         if final.exists():  # stale (rebuild requested): move it out of the way first
-            trash = final.with_name(f".trash-{key}-{os.getpid()}")
-            os.rename(final, trash)
-            shutil.rmtree(trash, ignore_errors=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{key[:8]}-", dir=self.root / stage))
+            self._trash(final)
+        tmp = Path(tempfile.mkdtemp(prefix=f"{TMP_PREFIX}{key}-", dir=self.root / stage))
         start = time.monotonic()
         try:
             with heartbeat(f"build {stage} {label}".rstrip(), self.progress):
@@ -187,3 +265,30 @@ class ArtifactCache:
         self.stats.bytes_built += sum(f["size"] for f in files.values())
         self.stats.built_keys.append(f"{stage}/{key}")
         return CacheEntry(final, manifest, hit=False)
+
+    def sweep(self) -> list[Path]:
+        """Remove leftovers of killed builds (done once per process by the first get_or_build)."""
+        self._swept = True
+        removed = housekeeping.sweep(self.root)
+        self.stats.leftovers_removed += len(removed)
+        return removed
+
+    def enforce_bound(self) -> list[EntryInfo]:
+        """Evict least-recently-used entries until the cache fits ``max_bytes`` (if set)."""
+        if self.max_bytes is None:
+            return []
+        result = housekeeping.evict(self.root, max_bytes=self.max_bytes,
+                                    protect_since=self.session_start, protect=self._used,
+                                    on_evict=self._evicted)
+        if result.total > self.max_bytes and not self._said_over:
+            self._said_over = True
+            self.progress(f"[qnn-genai] cache: {format_bytes(result.total)} in {self.root} is over "
+                          f"its bound of {format_bytes(self.max_bytes)}: the rest is in use or "
+                          "being built")
+        return result.evicted
+
+    def _evicted(self, info: EntryInfo) -> None:
+        self.stats.evicted += 1
+        self.stats.bytes_evicted += info.size
+        self.progress(f"[qnn-genai] cache: evicted {info.stage} {info.label or info.key} "
+                      f"({format_bytes(info.size)}, least recently used)")

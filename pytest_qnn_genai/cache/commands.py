@@ -1,0 +1,174 @@
+"""``python -m pytest_qnn_genai.cache``: list, prune and remove artifact cache entries.
+
+- ``ls``: one row per entry (stage, key, label, size, created, last used; local time), then a
+  total. Reads manifests only: it does not check the entries' files.
+- ``prune [--max-gb X] [--older-than DAYS]``: removes leftovers of killed builds, then entries
+  unused for DAYS, then least-recently-used entries until the cache fits X GB (10⁹ bytes).
+- ``rm KEY [KEY...]``: removes entries by key, unique key prefix, or ``stage/key``. Every KEY is
+  resolved first: if one is unknown or ambiguous nothing is removed.
+
+``--cache-dir`` is the plugin's cache directory (as ``--qnn-cache-dir``); entries live in its
+``artifacts/`` folder. Default: ``$QNN_GENAI_CACHE_DIR``, else ``$XDG_CACHE_HOME/pytest-qnn-genai``,
+else ``~/.cache/pytest-qnn-genai``. Exit status: 0 done, 1 a cache error (one line), 2 bad
+arguments (one line).
+
+Hazard: run ``prune``/``rm`` between sessions. Entries whose key is locked (being built or
+repaired) are skipped or refused, but an entry a running session found earlier and still reads
+from can be removed under it.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import NoReturn, TextIO
+
+from pytest_qnn_genai.cache.housekeeping import (
+    CacheBusy,
+    EntryInfo,
+    entries,
+    evict,
+    format_bytes,
+    remove,
+    sweep,
+)
+
+PROG = "python -m pytest_qnn_genai.cache"
+ARTIFACTS = "artifacts"
+
+
+class CommandError(Exception):
+    """A request the cache cannot satisfy (unknown key, locked entry)."""
+
+
+def default_cache_dir(environ: Mapping[str, str] | None = None) -> Path:
+    """The plugin's default cache directory (the artifact root is its ``artifacts/`` folder)."""
+    environ = os.environ if environ is None else environ
+    if environ.get("QNN_GENAI_CACHE_DIR"):
+        return Path(environ["QNN_GENAI_CACHE_DIR"]).expanduser()
+    base = environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "pytest-qnn-genai"
+
+
+def _when(seconds: float | None) -> str:
+    return time.strftime("%Y-%m-%d %H:%M", time.localtime(seconds)) if seconds else "-"
+
+
+def _table(rows: list[list[str]], out: TextIO) -> None:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    for r in rows:
+        out.write("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() + "\n")
+
+
+def cmd_ls(root: Path, args: argparse.Namespace, out: TextIO) -> int:
+    infos = sorted(entries(root), key=lambda i: (i.stage, i.created or 0, i.key))
+    if infos:
+        _table([["STAGE", "KEY", "LABEL", "SIZE", "CREATED", "LAST USED"]]
+               + [[i.stage, i.key, i.label or (f"(damaged: {i.damaged})" if i.damaged else "-"),
+                   format_bytes(i.size), _when(i.created), _when(i.last_used)] for i in infos],
+               out)
+    total = sum(i.size for i in infos)
+    out.write(f"{len(infos)} entries, {format_bytes(total)} in {root}\n")
+    return 0
+
+
+def cmd_prune(root: Path, args: argparse.Namespace, out: TextIO) -> int:
+    leftovers = sweep(root)
+    for p in leftovers:
+        out.write(f"removed leftover {p.parent.name}/{p.name}\n")
+
+    def said(info: EntryInfo) -> None:
+        out.write(f"evicted {info.name} {info.label or '-'} ({format_bytes(info.size)}, "
+                  f"last used {_when(info.last_used)})\n")
+
+    result = evict(root, on_evict=said,
+                   max_bytes=None if args.max_gb is None else int(args.max_gb * 1e9),
+                   unused_before=None if args.older_than is None
+                   else time.time() - args.older_than * 86400)
+    freed = sum(i.size for i in result.evicted)
+    left = len(entries(root))
+    out.write(f"pruned {len(result.evicted)} entries ({format_bytes(freed)}) and {len(leftovers)} "
+              f"leftovers; {left} entries, {format_bytes(result.total)} left in {root}\n")
+    if args.max_gb is not None and result.total > args.max_gb * 1e9:
+        raise CommandError(f"still {format_bytes(result.total)} > {args.max_gb:g} GB: the rest "
+                           "is in use or being built")
+    return 0
+
+
+def resolve(root: Path, spec: str, infos: Sequence[EntryInfo]) -> EntryInfo:
+    """The one entry ``spec`` names: a key, a unique key prefix, or ``stage/key``."""
+    stage, _, key = spec.rpartition("/")
+    found = [i for i in infos if i.key.startswith(key) and (not stage or i.stage == stage)] \
+        if key else []
+    if not found:
+        raise CommandError(f"no cache entry matches {spec!r} in {root}")
+    if len(found) > 1:
+        names = ", ".join(i.name for i in found[:3]) + (", ..." if len(found) > 3 else "")
+        raise CommandError(f"{spec!r} matches {len(found)} entries ({names}); give more of the key")
+    return found[0]
+
+
+def cmd_rm(root: Path, args: argparse.Namespace, out: TextIO) -> int:
+    infos = entries(root)
+    chosen: dict[str, EntryInfo] = {}
+    for spec in args.keys:
+        info = resolve(root, spec, infos)
+        chosen[info.name] = info
+    for info in chosen.values():
+        try:
+            remove(info)
+        except CacheBusy as e:
+            raise CommandError(str(e)) from None
+        out.write(f"removed {info.name} {info.label or '-'} ({format_bytes(info.size)})\n")
+    return 0
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:  # one line, not the usage block
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def _amount(raw: str) -> float:
+    """A finite number >= 0 (GB, days)."""
+    try:
+        value = float(raw)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {raw!r}") from None
+    if not 0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {raw!r}")
+    return value
+
+
+def parser() -> argparse.ArgumentParser:
+    common = _Parser(add_help=False)
+    common.add_argument("--cache-dir", type=Path, default=argparse.SUPPRESS, metavar="DIR",
+                        help="the plugin's cache directory (default: $QNN_GENAI_CACHE_DIR, else "
+                             "$XDG_CACHE_HOME/pytest-qnn-genai or ~/.cache/pytest-qnn-genai)")
+    top = _Parser(prog=PROG, parents=[common],
+                  description="List, prune and remove pytest-qnn-genai artifact cache entries.")
+    sub = top.add_subparsers(dest="command", required=True, metavar="{ls,prune,rm}")
+    sub.add_parser("ls", parents=[common], help="list entries").set_defaults(run=cmd_ls)
+    prune = sub.add_parser("prune", parents=[common], help="remove leftovers, old and LRU entries")
+    prune.add_argument("--max-gb", type=_amount, metavar="X",
+                       help="evict least-recently-used entries until the cache fits X GB")
+    prune.add_argument("--older-than", type=_amount, metavar="DAYS",
+                       help="remove entries not used for DAYS days")
+    prune.set_defaults(run=cmd_prune)
+    rm = sub.add_parser("rm", parents=[common], help="remove entries by key")
+    rm.add_argument("keys", nargs="+", metavar="KEY", help="a key, unique key prefix or stage/key")
+    rm.set_defaults(run=cmd_rm)
+    return top
+
+
+def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
+    args = parser().parse_args(argv)
+    cache_dir = getattr(args, "cache_dir", None) or default_cache_dir()
+    run: Callable[[Path, argparse.Namespace, TextIO], int] = args.run
+    try:
+        return run(cache_dir.expanduser() / ARTIFACTS, args, out or sys.stdout)
+    except (CommandError, OSError) as e:
+        sys.stderr.write(f"{PROG}: error: {e}\n")
+        return 1
