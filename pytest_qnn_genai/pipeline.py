@@ -9,19 +9,18 @@ shape. Nothing here depends on pytest.
 """
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from pytest_qnn_genai.cache import ArtifactCache, CacheEntry
+from pytest_qnn_genai.cache import ArtifactCache, CacheEntry, code_digest
 from pytest_qnn_genai.flows.base import FLOW_NAMES, FlowArtifacts
 from pytest_qnn_genai.hybrid import CALIBRATION, QDQ, TEXT_DECODER
 from pytest_qnn_genai.models.registry import ModelCase
 from pytest_qnn_genai.runtime.result import RunResult
+from pytest_qnn_genai.stages.reference import Reference
 from pytest_qnn_genai.targets import Target
 
 if TYPE_CHECKING:
@@ -31,49 +30,39 @@ if TYPE_CHECKING:
     from pytest_qnn_genai.stages.prepare import PreparedModel
     from pytest_qnn_genai.stages.quantize import QdqArtifacts
 
-REFERENCE_JSON = "reference.json"
-LOGITS_NPY = "logits.npy"
-
-
-@dataclass(frozen=True)
-class Reference:
-    """A teacher-forced or greedy token sequence with the logits that produced each token."""
-
-    prompt_tokens: list[int]
-    tokens: list[int]
-    logits: np.ndarray  # float32 [len(tokens), vocab]: row i predicted tokens[i]
-
-    def save(self, out: Path) -> None:
-        (out / REFERENCE_JSON).write_text(json.dumps(
-            {"prompt_tokens": self.prompt_tokens, "tokens": self.tokens}))
-        np.save(out / LOGITS_NPY, self.logits.astype(np.float32))
-
-    @classmethod
-    def load(cls, entry: CacheEntry) -> Reference:
-        data = json.loads(entry.file(REFERENCE_JSON).read_text())
-        return cls(data["prompt_tokens"], data["tokens"], np.load(entry.file(LOGITS_NPY)))
-
-
-def _greedy(logits_of: Callable[[list[int]], np.ndarray], prompt: list[int], n: int,
-            eos: int | None) -> Reference:
-    tokens: list[int] = []
-    rows: list[np.ndarray] = []
-    for _ in range(n):
-        row = logits_of(prompt + tokens)[-1]
-        rows.append(row)
-        tokens.append(int(np.argmax(row)))
-        if eos is not None and tokens[-1] == eos:
-            break
-    return Reference(prompt, tokens, np.stack(rows).astype(np.float32))
+# What builds each entry: the package modules whose code (and transitive package imports) goes
+# into its key, so an edit to the harness rebuilds what it shapes and nothing else.
+CODE = {
+    "quantize": ("pytest_qnn_genai.stages.quantize",),
+    "compile": ("pytest_qnn_genai.stages.compile",),
+    # the bootstrap installs the torchtune stand-in in llama.py's process (a string, not an import)
+    "legacy-build": ("pytest_qnn_genai.flows.legacy", "pytest_qnn_genai.compat.torchtune"),
+    "genai-build": ("pytest_qnn_genai.flows.genai",),
+    "smoke-lower": ("pytest_qnn_genai.flows.smoke",),
+    "fp32-reference": ("pytest_qnn_genai.stages.reference", "pytest_qnn_genai.stages.prepare"),
+    "qdq-logits": ("pytest_qnn_genai.stages.reference", "pytest_qnn_genai.stages.prepare"),
+}
 
 
 class Pipeline:
     """One session's view of the stages: builds through the cache, memoizes what it loaded."""
 
-    def __init__(self, cache: ArtifactCache, devices: DeviceSessions | None = None) -> None:
+    def __init__(self, cache: ArtifactCache, devices: DeviceSessions | None = None,
+                 package_root: Path | None = None) -> None:
         self.cache = cache
         self.devices = devices  # this worker's phones, for phone targets
+        self.package_root = package_root  # the package whose code keys hash (tests: a copy)
         self._prepared: dict[str, PreparedModel] = {}
+
+    def _inputs(self, stage: str, inputs: dict[str, object]) -> dict[str, object]:
+        """A stage's key inputs plus the digest of the code that builds it."""
+        return {**inputs, "code": code_digest(CODE[stage], package_root=self.package_root)}
+
+    def _build(self, stage: str, inputs: dict[str, object], build: Callable[[Path], object],
+               upstream: tuple[str, ...] = (), label: str = "") -> CacheEntry:
+        """``cache.get_or_build`` with the code that builds ``stage`` in the key."""
+        return self.cache.get_or_build(stage, self._inputs(stage, inputs), build,
+                                       upstream=list(upstream), label=label)
 
     # -- stages ---------------------------------------------------------------------------
     def prepared(self, case: ModelCase) -> PreparedModel:
@@ -88,8 +77,8 @@ class Pipeline:
         """Stage quantize: the QDQ graphs for the target's SoC and backend."""
         from pytest_qnn_genai.stages.quantize import quantize
 
-        return self.cache.get_or_build(
-            "quantize", {"case": case.fingerprint(), "soc": target.soc.name,
+        return self._build(
+            "quantize", {"case": case.build_fingerprint(), "soc": target.soc.name,
                          "backend": target.backend},
             lambda out: quantize(self.prepared(case), target.soc, out, target.backend),
             label=f"{case.name} {target.soc.name}-{target.backend}")
@@ -105,11 +94,11 @@ class Pipeline:
         from pytest_qnn_genai.stages.compile import compile_pte, compile_spec_data
 
         qdq_entry = self.qdq_entry(case, target)
-        return self.cache.get_or_build(
+        return self._build(
             "compile", {"soc": target.soc.name, "backend": target.backend,
                         "spec": compile_spec_data(target)},
             lambda out: compile_pte(self.qdq(case, target), target, out),
-            upstream=[qdq_entry.digest], label=f"{case.name} {target.soc.name}-{target.backend}")
+            upstream=(qdq_entry.digest,), label=f"{case.name} {target.soc.name}-{target.backend}")
 
     def pte(self, case: ModelCase, target: Target) -> PteArtifacts:
         """The compile stage's artifacts."""
@@ -136,11 +125,25 @@ class Pipeline:
         """The legacy flow (executorch's llama.py, compile-only) for the same case and target."""
         from pytest_qnn_genai.flows.legacy import build_legacy
 
-        return self.cache.get_or_build(
-            "legacy-build", {"case": case.fingerprint(), "soc": target.soc.name,
-                             "backend": target.backend},
+        return self._build(
+            "legacy-build", self._legacy_inputs(case, target),
             lambda out: build_legacy(case, target, out),
             label=f"{case.name} {target.soc.name}-{target.backend}")
+
+    @staticmethod
+    def _legacy_inputs(case: ModelCase, target: Target) -> dict[str, object]:
+        # --enable_x86_64 changes what llama.py builds (no shared buffer, no weight sharing)
+        return {"case": case.build_fingerprint(), "soc": target.soc.name,
+                "backend": target.backend, "emulator": target.is_emulator}
+
+    def cached_legacy(self, case: ModelCase, target: Target) -> LegacyArtifacts | None:
+        """The legacy build if the cache already holds it (never builds: minutes of llama.py)."""
+        from pytest_qnn_genai.flows.legacy import LegacyArtifacts
+
+        key = self.cache.key("legacy-build", self._inputs("legacy-build",
+                                                          self._legacy_inputs(case, target)))
+        entry = self.cache.lookup("legacy-build", key)
+        return None if entry is None else LegacyArtifacts.load(entry.path)
 
     def legacy(self, case: ModelCase, target: Target) -> LegacyArtifacts:
         """The legacy flow's artifacts (.pte, decode_qdq.pt2, log)."""
@@ -154,17 +157,17 @@ class Pipeline:
         from pytest_qnn_genai.sdk.versions import dist_version
 
         qdq_entry = self.qdq_entry(case, target)
-        return self.cache.get_or_build(
-            "genai-build", {"case": case.fingerprint(), "soc": target.soc.name,
+        return self._build(
+            "genai-build", {"case": case.build_fingerprint(), "soc": target.soc.name,
                             "backend": target.backend, "executorch": dist_version("executorch")},
             lambda out: build_genai(self.qdq(case, target), case, target, out),
-            upstream=[qdq_entry.digest], label=f"{case.name} {target.soc.name}-{target.backend}")
+            upstream=(qdq_entry.digest,), label=f"{case.name} {target.soc.name}-{target.backend}")
 
     def smoke_block(self, target: Target, quant: str) -> CacheEntry:
         """The smoke flow's attention block, quantized with ``quant`` (or fp16), lowered."""
         from pytest_qnn_genai.flows import smoke
 
-        return self.cache.get_or_build(
+        return self._build(
             "smoke-lower", smoke.spec(target, quant), lambda out: smoke.build(target, quant, out),
             label=f"attention-{quant} {target.id}")
 
@@ -203,33 +206,30 @@ class Pipeline:
     # -- references -----------------------------------------------------------------------
     def fp32_reference(self, case: ModelCase, prompt_tokens: list[int]) -> Reference:
         """The fp32 model's greedy continuation of ``prompt_tokens`` and its logits."""
-        def build(out: Path) -> None:
-            prepared = self.prepared(case)
-            eos = prepared.metadata.get("get_eos_id")
-            _greedy(prepared.reference_logits, list(prompt_tokens), case.max_new_tokens,
-                    eos).save(out)
+        from pytest_qnn_genai.stages.reference import fp32_reference
 
-        entry = self.cache.get_or_build(
-            "fp32-reference", {"case": case.fingerprint(), "prompt_tokens": list(prompt_tokens)},
-            build, label=case.name)
-        return Reference.load(entry)
+        n = case.max_new_tokens
+        entry = self._build(
+            "fp32-reference", {"case": case.build_fingerprint(),
+                               "prompt_tokens": list(prompt_tokens), "max_new_tokens": n},
+            lambda out: fp32_reference(self.prepared(case), prompt_tokens, n).save(out),
+            label=case.name)
+        return Reference.load(entry.path)
 
     def qdq_logits(self, case: ModelCase, target: Target, prompt_tokens: list[int],
                    tokens: list[int]) -> np.ndarray:
         """QDQ logits (CPU, teacher-forced) for each of ``tokens`` after ``prompt_tokens``."""
-        from pytest_qnn_genai.stages.prepare import run_calibration_graph
+        from pytest_qnn_genai.stages.reference import teacher_forced
 
         def build(out: Path) -> None:
             graph = self.qdq(case, target).graph(CALIBRATION)
-            seq = list(prompt_tokens) + list(tokens[:-1])
-            rows = run_calibration_graph(graph, self.prepared(case), seq)[len(prompt_tokens) - 1:]
-            Reference(list(prompt_tokens), list(tokens), rows).save(out)
+            teacher_forced(graph, self.prepared(case), prompt_tokens, tokens).save(out)
 
         qdq_entry = self.qdq_entry(case, target)
-        entry = self.cache.get_or_build(
+        entry = self._build(
             "qdq-logits", {"prompt_tokens": list(prompt_tokens), "tokens": list(tokens)}, build,
-            upstream=[qdq_entry.digest], label=f"{case.name} {target.soc.name}-{target.backend}")
-        return Reference.load(entry).logits
+            upstream=(qdq_entry.digest,), label=f"{case.name} {target.soc.name}-{target.backend}")
+        return Reference.load(entry.path).logits
 
 
 def _build_s(entry: CacheEntry) -> float:

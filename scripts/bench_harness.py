@@ -51,10 +51,9 @@ def overhead(cache_dir: Path, rounds: int, max_new_tokens: int) -> list[tuple[st
     case, target = available()["stories260k"], Target(soc("SM8650"))
     pipeline = Pipeline(ArtifactCache(cache_dir / "artifacts", stack(sdk)))
     ptes = {"new": pipeline.pte(case, target).pte}  # built if not cached (minutes)
-    legacy_key = pipeline.cache.key("legacy-build", {"case": case.fingerprint(), "soc": "SM8650",
-                                                     "backend": "htp"})
-    if pipeline.cache.lookup("legacy-build", legacy_key) is not None:  # never build it here
-        ptes["legacy"] = pipeline.legacy(case, target).pte
+    legacy = pipeline.cached_legacy(case, target)  # never built here
+    if legacy is not None:
+        ptes["legacy"] = legacy.pte
     workload = Workload.for_case(case)
     rows: list[tuple[str, str]] = [("workload", f"{workload.prompt[:40]!r}..., "
                                                f"{max_new_tokens} new tokens, {rounds} rounds")]

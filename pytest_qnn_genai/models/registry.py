@@ -13,6 +13,9 @@ from typing import Any
 from pytest_qnn_genai.files import file_sha256
 
 MODELS_DIR = Path(__file__).parent
+# Settings read when a built program runs, never when it is built (prompts, token counts, the perf
+# workload in ``extra``): they stay out of build cache keys.
+RUNTIME_FIELDS = ("eval_prompt", "max_new_tokens", "extra")
 
 
 class ModelCaseError(ValueError):
@@ -53,9 +56,11 @@ class ModelCase:
         """The case's files by role."""
         return {a: self.path(a) for a in ("checkpoint", "params", "tokenizer_model", "tokenizer_bin")}
 
-    def fingerprint(self) -> dict[str, Any]:
-        """Everything that determines what the pipeline builds from this case (cache-key input)."""
-        spec = {k: v for k, v in asdict(self).items() if k != "folder"}
+    def build_fingerprint(self) -> dict[str, Any]:
+        """Everything that shapes what the pipeline builds from this case (a cache-key input), and
+        nothing that does not: the run-time settings (:data:`RUNTIME_FIELDS`) are left out, so
+        changing the eval prompt or the token count rebuilds no model."""
+        spec = {k: v for k, v in asdict(self).items() if k not in ("folder", *RUNTIME_FIELDS)}
         spec["file_sha256"] = {role: file_sha256(p) for role, p in self.files().items()}
         return spec
 

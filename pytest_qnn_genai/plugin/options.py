@@ -114,6 +114,13 @@ def number(kind: type, low: float, high: float | None = None, low_open: bool = F
     return parse
 
 
+def optional(parse: Parser) -> Parser:
+    """``parse``, or None when the knob is unset."""
+    def parse_optional(raw: Raw, knob: Knob, ctx: Context) -> object:
+        return None if raw in (None, "") else parse(raw, knob, ctx)
+    return parse_optional
+
+
 # -- the table ------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Knob:
@@ -159,6 +166,9 @@ KNOBS: tuple[Knob, ...] = (
     Knob("qnn_cache_dir", "cache_dir", "artifact and SDK cache directory (default: "
          "$XDG_CACHE_HOME/pytest-qnn-genai or ~/.cache/pytest-qnn-genai)", _cache_dir,
          metavar="PATH"),
+    Knob("qnn_cache_max_gb", "cache_max_gb", "bound the artifact cache to this many GB: after a "
+         "build, least recently used entries go first (never one this session uses)",
+         optional(number(float, 0.0, low_open=True)), metavar="GB"),
     Knob("qnn_rebuild", "rebuild", "ignore cache hits and rebuild every artifact once", _flag,
          False, kind="bool"),
     Knob("models", "models", "model cases to run, comma separated (default: all registered)",
@@ -231,6 +241,7 @@ class Settings:
     devices: tuple[str, ...]
     qnn_sdk: str | None
     cache_dir: Path
+    cache_max_gb: float | None
     rebuild: bool
     models: tuple[str, ...]
     nightly: bool

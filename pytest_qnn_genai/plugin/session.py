@@ -29,7 +29,8 @@ if TYPE_CHECKING:
     from pytest_qnn_genai.targets import Target
 
 PAYLOAD = "qnn_genai"  # the key of this plugin's xdist worker output
-REBUILD_BEFORE = "qnn_rebuild_before"  # the key of the controller's rebuild time in workerinput
+REBUILD_BEFORE = "qnn_rebuild_before"  # the controller's rebuild time, in workerinput
+SESSION_START = "qnn_session_start"  # the controller's start: no worker evicts what others use
 
 
 class QnnSession:
@@ -48,9 +49,10 @@ class QnnSession:
             raise pytest.UsageError(str(e)) from None
         worker_input = getattr(config, "workerinput", None)
         self.is_worker = worker_input is not None
+        self.started: float = (worker_input or {}).get(SESSION_START, time.time())
         self.rebuild_before: float | None = None
         if self.settings.rebuild:
-            self.rebuild_before = (worker_input or {}).get(REBUILD_BEFORE, time.time())
+            self.rebuild_before = (worker_input or {}).get(REBUILD_BEFORE, self.started)
         self.workers: int | None = _xdist_workers(config)
         self._cache: ArtifactCache | None = None
         self._sdk_active = False
@@ -84,8 +86,11 @@ class QnnSession:
     def cache(self) -> ArtifactCache:
         """The artifact cache (``--qnn-cache-dir``; ``--qnn-rebuild`` ignores older entries)."""
         if self._cache is None:
+            gb = self.settings.cache_max_gb
             self._cache = ArtifactCache(self.settings.cache_dir / "artifacts", stack(self.sdk),
-                                        rebuild_before=self.rebuild_before)
+                                        rebuild_before=self.rebuild_before,
+                                        max_bytes=None if gb is None else int(gb * 1e9),
+                                        session_start=self.started)
         return self._cache
 
     # -- collection -----------------------------------------------------------------------------
@@ -135,8 +140,11 @@ class QnnSession:
 
     # -- xdist ----------------------------------------------------------------------------------
     def worker_input(self) -> dict[str, float]:
-        """What the controller passes each worker (the rebuild time, so all agree)."""
-        return {} if self.rebuild_before is None else {REBUILD_BEFORE: self.rebuild_before}
+        """What the controller passes each worker, so all agree on the session's times."""
+        out = {SESSION_START: self.started}
+        if self.rebuild_before is not None:
+            out[REBUILD_BEFORE] = self.rebuild_before
+        return out
 
     def worker_payload(self) -> dict[str, object]:
         """What a worker ships to the controller at its end."""
@@ -196,7 +204,7 @@ class QnnSession:
             tr.write_line(
                 f"{totals.hits} hits, {totals.builds} builds ({totals.build_s:.1f}s building, "
                 f"{totals.bytes_built / 1e6:.2f} MB written, {totals.rebuilt_damaged} damaged "
-                f"entries rebuilt) in {self.settings.cache_dir}")
+                f"entries rebuilt, {totals.evicted} evicted) in {self.settings.cache_dir}")
         if self.parity.rows and not self.is_worker:
             tr.write_sep("-", "qnn-genai parity: legacy vs new")
             for line in self.parity.format():

@@ -58,6 +58,7 @@ class MethodInfo:
     outputs: tuple[TensorMeta, ...]
     delegates: tuple[str, ...]  # backend ids of the method's delegate calls, e.g. ("QnnBackend",)
     cpu_operators: tuple[str, ...]  # non-delegated kernels, e.g. ("aten::add.out",)
+    qnn_options: tuple[dict[str, Any], ...] = ()  # each QnnBackend delegate's compile options
 
     @property
     def is_constant(self) -> bool:
@@ -145,6 +146,38 @@ def _delegate_ids(plan: Any) -> tuple[str, ...]:
     return tuple(sorted({plan.delegates[i].id for i in used}))
 
 
+def _enum_names(value: Any) -> Any:
+    """A decoded options dataclass as plain data: enums by name, nested dataclasses as dicts."""
+    from dataclasses import fields, is_dataclass
+    from enum import Enum
+
+    if isinstance(value, Enum):
+        return value.name
+    if is_dataclass(value):
+        return {f.name: _enum_names(getattr(value, f.name)) for f in fields(value)}
+    if isinstance(value, (list, tuple)):
+        return [_enum_names(v) for v in value]
+    return value
+
+
+def _qnn_options(plan: Any) -> tuple[dict[str, Any], ...]:
+    """The compile options each QnnBackend delegate of the plan was lowered with, decoded from the
+    ``qnn_compile_spec`` flatbuffer the program carries (what the device will be told)."""
+    from executorch.backends.qualcomm.serialization.qc_schema_serialize import (
+        flatbuffer_to_option,
+    )
+
+    out = []
+    for i in sorted(_called(plan, "DelegateCall", "delegate_index")):
+        delegate = plan.delegates[i]
+        if delegate.id != "QnnBackend":
+            continue
+        for spec in delegate.compile_specs:
+            if spec.key == "qnn_compile_spec":
+                out.append(_enum_names(flatbuffer_to_option(bytes(spec.value))))
+    return tuple(out)
+
+
 def _deserialize(data: bytes) -> Any:
     from executorch.exir._serialize._program import deserialize_pte_binary
 
@@ -176,6 +209,7 @@ def inspect_pte(path: Path | str) -> PteInfo:
             outputs=_io_meta(meta, _value_kinds(plan, list(plan.outputs)), output=True),
             delegates=_delegate_ids(plan),
             cpu_operators=_operator_names(plan),
+            qnn_options=_qnn_options(plan),
         )
     return PteInfo(path=path, size_bytes=len(data), methods=methods,
                    constants=constant_values(program))

@@ -15,8 +15,15 @@ def dist_version(dist: str) -> str:
         return "not installed"
 
 
+# Every distribution whose code shapes an artifact: the lowering (torch, executorch), the PT2E
+# quantizer (torchao) and, for the emulator SDK, the wheel its QAIRT libraries come from.
+SHAPING_DISTS = ("torch", "executorch", "torchao", "onnxruntime-qnn")
+
+
 def stack(sdk: QnnSdk) -> dict[str, str]:
-    """torch, executorch, QAIRT (with SDK kind) and this package's version."""
-    return {"torch": dist_version("torch"), "executorch": dist_version("executorch"),
-            "qairt": f"{sdk.qairt_version}-{sdk.kind}",
+    """The versions that shape an artifact (a cache-key input), also shown in headers and reports:
+    :data:`SHAPING_DISTS`, QAIRT with the SDK kind, the SDK folder (for the emulator SDK its name
+    carries the ABI adapter's digest) and this package's version."""
+    return {**{d: dist_version(d) for d in SHAPING_DISTS},
+            "qairt": f"{sdk.qairt_version}-{sdk.kind}", "qnn_sdk": sdk.root.name,
             "pytest-qnn-genai": pytest_qnn_genai.__version__}

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_qnn_genai.pipeline import Reference
+from pytest_qnn_genai.stages.reference import Reference
 
 
 @pytest.fixture(scope="session")

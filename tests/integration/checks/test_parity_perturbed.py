@@ -34,7 +34,7 @@ def perturbed_qdq(qnn_pipeline, qnn_sdk, case, sm8650_emulator) -> Path:
         torch.export.save(exported, str(out / PERTURBED))
 
     entry = qnn_pipeline.cache.get_or_build(
-        "parity-perturbed-quantize", {"case": case.fingerprint(), "soc": "SM8650",
+        "parity-perturbed-quantize", {"case": case.build_fingerprint(), "soc": "SM8650",
                                       "backend": "htp", "calibration_prompts": 1},
         build, label=f"{case.name} one calibration prompt")
     return entry.file(PERTURBED)
