@@ -78,7 +78,10 @@ class QnnSession:
     def active_sdk(self) -> QnnSdk:
         """The QNN SDK, loaded into this process (``QNN_SDK_ROOT`` set, host libraries loaded)."""
         if not self._sdk_active:
-            activate(self.sdk)
+            try:
+                activate(self.sdk)
+            except SdkError as e:  # at fixture time: one line, no traceback
+                pytest.fail(str(e), pytrace=False)
             self._sdk_active = True
         return self.sdk
 

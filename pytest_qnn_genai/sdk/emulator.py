@@ -1,9 +1,12 @@
 """Provision the embedded x86 emulator SDK from the ``onnxruntime-qnn`` wheel's QAIRT libraries.
 
-The folder ``<cache>/qnn-sdk/<qairt version>-<adapter digest>/`` gets the layout executorch expects
-(``lib/x86_64-linux-clang/``) and the project's ABI adapter as ``libQnnHtp.so``. It is built in a
-temporary sibling folder and renamed into place under a file lock, so a half-built folder is never
-used and concurrent sessions (pytest-xdist workers) build it once.
+The folder ``<cache>/qnn-sdk/qairt-<version>-ort-<wheel>-adapter-<digest>/`` gets the layout
+executorch expects (``lib/x86_64-linux-clang/``) and the project's ABI adapter as ``libQnnHtp.so``.
+It is built in a temporary sibling folder and renamed into place under a file lock, so a half-built
+folder is never used and concurrent sessions (pytest-xdist workers) build it once.
+
+Only QAIRT builds the adapter was written and tested for are provisioned (``adapter.KNOWN_GOOD``);
+the adapter is compiled with that build's expected API versions (see ``adapter.py``).
 """
 from __future__ import annotations
 
@@ -20,6 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from filelock import FileLock
+
+from pytest_qnn_genai.sdk import adapter
 
 ADAPTER_SOURCE = Path(__file__).with_name("qnnhtp_abi_adapter.c")
 LIB_SUBDIR = "lib/x86_64-linux-clang"
@@ -68,8 +73,11 @@ def find_c_compiler() -> str:
         "(Debian/Ubuntu: apt-get install gcc), set $CC, or pass --qnn-sdk to a QNN SDK 2.37")
 
 
-def _adapter_digest() -> str:
-    return hashlib.sha256(ADAPTER_SOURCE.read_bytes()).hexdigest()[:12]
+def _adapter_digest(defines: list[str]) -> str:
+    """Digest of what the adapter is built from: its source and the expected versions."""
+    h = hashlib.sha256(ADAPTER_SOURCE.read_bytes())
+    h.update("\0".join(defines).encode())
+    return h.hexdigest()[:12]
 
 
 def _link_or_copy(src: Path, dst: Path) -> None:
@@ -79,16 +87,10 @@ def _link_or_copy(src: Path, dst: Path) -> None:
         shutil.copy2(src, dst)
 
 
-def _build(libs: WheelLibs, dest: Path, compiler: str) -> None:
-    lib_dir = dest / LIB_SUBDIR
-    lib_dir.mkdir(parents=True)
-    for f in sorted(libs.package_dir.glob("lib*.so")) + sorted(libs.bundled_dir.glob("lib*")):
-        if f.name == "libonnxruntime_providers_qnn.so":
-            continue
-        name = "libQnnHtpReal.so" if f.name == "libQnnHtp.so" else f.name
-        _link_or_copy(f, lib_dir / name)
-    cmd = [compiler, "-O2", "-shared", "-fPIC", "-Wl,-soname,libQnnHtp.so", "-Wl,-z,nodelete",
-           "-o", str(lib_dir / "libQnnHtp.so"), str(ADAPTER_SOURCE), "-ldl", "-lpthread"]
+def compile_adapter(compiler: str, defines: list[str], out: Path) -> None:
+    """Compile ``qnnhtp_abi_adapter.c`` into ``out`` (a ``libQnnHtp.so``); one-line errors."""
+    cmd = [compiler, "-O2", "-shared", "-fPIC", *defines, "-Wl,-soname,libQnnHtp.so",
+           "-Wl,-z,nodelete", "-o", str(out), str(ADAPTER_SOURCE), "-ldl", "-lpthread"]
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=COMPILE_TIMEOUT_S)
     except subprocess.TimeoutExpired:
@@ -98,10 +100,30 @@ def _build(libs: WheelLibs, dest: Path, compiler: str) -> None:
         raise EmulatorSdkError(f"building the QNN ABI adapter failed ({compiler}): {last[0]}")
 
 
-def provision(cache_dir: Path, compiler: str | None = None) -> Path:
-    """Return a ready emulator SDK root under ``cache_dir``, building it once if needed."""
-    libs = find_wheel_libs()
-    root = cache_dir / "qnn-sdk" / f"qairt-{libs.qairt_version}-adapter-{_adapter_digest()}"
+def _build(libs: WheelLibs, dest: Path, compiler: str, defines: list[str]) -> None:
+    lib_dir = dest / LIB_SUBDIR
+    lib_dir.mkdir(parents=True)
+    for f in sorted(libs.package_dir.glob("lib*.so")) + sorted(libs.bundled_dir.glob("lib*")):
+        if f.name == "libonnxruntime_providers_qnn.so":
+            continue
+        name = "libQnnHtpReal.so" if f.name == "libQnnHtp.so" else f.name
+        _link_or_copy(f, lib_dir / name)
+    compile_adapter(compiler, defines, lib_dir / "libQnnHtp.so")
+
+
+def provision(cache_dir: Path, compiler: str | None = None,
+              libs: WheelLibs | None = None) -> Path:
+    """Return a ready emulator SDK root under ``cache_dir``, building it once if needed.
+
+    ``libs`` defaults to the installed onnxruntime-qnn; its QAIRT must be known good
+    (:class:`adapter.UnsupportedQairtError` otherwise, one line naming ``--qnn-sdk``).
+    """
+    libs = libs or find_wheel_libs()
+    build = adapter.require_known_good(libs.qairt_version, libs.wheel_version)
+    defines = adapter.compile_defines(build)
+    digest = _adapter_digest(defines)
+    root = (cache_dir / "qnn-sdk"
+            / f"qairt-{libs.qairt_version}-ort-{libs.wheel_version}-adapter-{digest}")
     if (root / MANIFEST).is_file():
         return root
     root.parent.mkdir(parents=True, exist_ok=True)
@@ -114,9 +136,11 @@ def provision(cache_dir: Path, compiler: str | None = None) -> Path:
         tmp = Path(tempfile.mkdtemp(prefix=".building-", dir=root.parent))
         try:
             start = time.monotonic()
-            _build(libs, tmp, cc)
+            _build(libs, tmp, cc, defines)
             manifest = {"qairt_version": libs.qairt_version, "source": str(libs.package_dir),
-                        "onnxruntime_qnn": libs.wheel_version, "adapter": _adapter_digest(),
+                        "onnxruntime_qnn": libs.wheel_version, "adapter": digest,
+                        "core_api": ".".join(map(str, build.core_api)),
+                        "htp_api": ".".join(map(str, build.htp_api)),
                         "compiler": cc, "build_s": round(time.monotonic() - start, 3)}
             (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1))
             os.rename(tmp, root)
@@ -134,3 +158,22 @@ def is_emulator_sdk(root: Path) -> bool:
 def manifest(root: Path) -> dict[str, str]:
     """The provisioning record of an emulator SDK folder."""
     return json.loads((root / MANIFEST).read_text())
+
+
+def installed_wheel_version() -> str | None:
+    """The installed onnxruntime-qnn release (None if it is not installed)."""
+    try:
+        return find_wheel_libs().wheel_version
+    except EmulatorSdkError:
+        return None
+
+
+def verify(root: Path) -> dict[str, str]:
+    """Check an emulator SDK folder before use: its QAIRT is known good and it was provisioned
+    from the installed onnxruntime-qnn. Returns its manifest; raises :class:`adapter.AdapterError`
+    (one line) otherwise."""
+    record = manifest(root)
+    adapter.require_known_good(record["qairt_version"], record.get("onnxruntime_qnn", ""))
+    adapter.check_provenance(root, record.get("onnxruntime_qnn", "unknown"),
+                             installed_wheel_version())
+    return record

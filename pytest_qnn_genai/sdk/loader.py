@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from pytest_qnn_genai.sdk import emulator
+from pytest_qnn_genai.sdk import adapter, emulator
 
 HOST_LIBS = ("libQnnHtp.so", "libQnnSystem.so")
 
@@ -45,7 +45,11 @@ def resolve_sdk(sdk_option: str | None, cache_dir: Path) -> QnnSdk:
     if given:
         root = Path(given).expanduser().resolve()
         if emulator.is_emulator_sdk(root):
-            return QnnSdk(root, emulator.manifest(root)["qairt_version"], "emulator")
+            try:
+                record = emulator.verify(root)
+            except adapter.AdapterError as e:
+                raise SdkError(str(e)) from None
+            return QnnSdk(root, record["qairt_version"], "emulator")
         missing = [n for n in HOST_LIBS if not (root / emulator.LIB_SUBDIR / n).is_file()]
         if missing:
             raise SdkError(f"QNN SDK at {root} is missing {emulator.LIB_SUBDIR}/{missing[0]} "
@@ -53,7 +57,7 @@ def resolve_sdk(sdk_option: str | None, cache_dir: Path) -> QnnSdk:
         return QnnSdk(root, _user_sdk_version(root), "user")
     try:
         root = emulator.provision(cache_dir)
-    except emulator.EmulatorSdkError as e:
+    except (emulator.EmulatorSdkError, adapter.AdapterError) as e:
         raise SdkError(str(e)) from None
     return QnnSdk(root, emulator.manifest(root)["qairt_version"], "emulator")
 
@@ -77,6 +81,11 @@ def activate(sdk: QnnSdk) -> None:
     """
     import torch  # noqa: F401  (order matters, see above)
 
+    if sdk.kind == "emulator":  # the installed onnxruntime-qnn may have changed since resolve_sdk
+        try:
+            emulator.verify(sdk.root)
+        except adapter.AdapterError as e:
+            raise SdkError(str(e)) from None
     os.environ["QNN_SDK_ROOT"] = str(sdk.root)
     lib_dir = str(sdk.host_lib_dir)
     ld = os.environ.get("LD_LIBRARY_PATH", "")
@@ -89,6 +98,11 @@ def activate(sdk: QnnSdk) -> None:
             raise SdkError(f"{name} was already loaded from {sorted(other)[0]} in this process; "
                            f"cannot switch to {path}")
         ctypes.CDLL(str(path), mode=ctypes.RTLD_LOCAL)
+    if sdk.kind == "emulator":  # the adapter checks the real provider now and says if it patched
+        try:
+            adapter.check_loaded(sdk.host_lib_dir / "libQnnHtp.so")
+        except adapter.AdapterError as e:
+            raise SdkError(str(e)) from None
 
 
 def require_active(what: str) -> Path:
@@ -102,3 +116,4 @@ def require_active(what: str) -> Path:
         raise SdkError(f"{what} needs an active QNN SDK: call "
                        "pytest_qnn_genai.sdk.activate(resolve_sdk(...)) first, or set QNN_SDK_ROOT")
     return Path(root)
+

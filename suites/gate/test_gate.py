@@ -12,6 +12,7 @@ import pytest
 from pytest_qnn_genai.checks import numerics
 from pytest_qnn_genai.golden import continuation
 from pytest_qnn_genai.runtime.pte_info import inspect_pte
+from pytest_qnn_genai.sdk.context_binary import check_target, describe_pte
 
 # Measured for stories260k on SM8650 (16a4w, 8-bit KV): QDQ vs fp32 logits 20.4 dB SQNR, greedy
 # (teacher-forced) agreement 46/48; over 20 held-out stories the SQNR was 16.6 dB at worst. The
@@ -36,6 +37,13 @@ def test_qdq_keeps_the_fp32_model(fp32_reference, qdq_on_fp32_tokens) -> None:
     agreement = float(np.mean(np.argmax(qdq, axis=1) == np.argmax(fp32, axis=1)))
     assert sqnr >= MIN_QDQ_SQNR_DB, f"QDQ vs fp32 logits SQNR {sqnr:.1f} dB"
     assert agreement >= MIN_QDQ_GREEDY_AGREEMENT, f"QDQ greedy agrees on {agreement:.0%} of steps"
+
+
+def test_context_binary_is_for_the_target(qnn_pte, qnn_target, qnn_sdk) -> None:
+    """QNN's own system library describes each context binary inside the .pte: its SoC model and
+    HTP arch must be the target's (a .pte for SM8650 must not carry a v79 binary)."""
+    infos = describe_pte(qnn_pte.pte)
+    check_target(infos, qnn_target.soc, qnn_target.backend)
 
 
 def test_pte_program(qnn_pte, qnn_qdq, qnn_case) -> None:

@@ -16,6 +16,7 @@ from pytest_qnn_genai.checks import numerics
 from pytest_qnn_genai.flows import smoke
 from pytest_qnn_genai.runtime.programs import run_method
 from pytest_qnn_genai.runtime.pte_info import inspect_pte
+from pytest_qnn_genai.sdk.context_binary import check_target, describe_pte
 
 # One 16-bit step is (output range) / 65535; the HTP kernels round a few ops differently from the
 # QDQ reference, so allow a handful of steps.
@@ -60,6 +61,11 @@ def test_only_qnn_delegate(any_block: Built) -> None:
     forward = inspect_pte(any_block.pte).methods["forward"]
     assert forward.delegates == ("QnnBackend",)
     assert forward.cpu_operators == ()
+
+
+def test_context_binary_is_for_the_target(any_block: Built, qnn_target) -> None:
+    """QNN's system library reads the SoC model and HTP arch out of the binary in the .pte."""
+    check_target(describe_pte(any_block.pte), qnn_target.soc, qnn_target.backend)
 
 
 def test_16a8w_matches_qdq_reference(block_16a8w: Built) -> None:
