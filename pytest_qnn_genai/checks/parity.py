@@ -173,6 +173,26 @@ def compare_signatures(legacy: Signature, new: Signature,
     return checks
 
 
+def _leaves(value: object, prefix: str = "") -> dict[str, object]:
+    if isinstance(value, dict):
+        out: dict[str, object] = {}
+        for k, v in value.items():
+            out.update(_leaves(v, f"{prefix}.{k}" if prefix else str(k)))
+        return out
+    return {prefix: value}
+
+
+def compare_compile_options(legacy: dict[str, object], new: dict[str, object]) -> list[Check]:
+    """The QNN compile options both programs carry (read from each .pte): one check that they are
+    identical, naming every option that differs."""
+    a, b = _leaves(legacy), _leaves(new)
+    differ = sorted(k for k in a.keys() | b.keys() if a.get(k, "<absent>") != b.get(k, "<absent>"))
+    detail = "\n".join(f"{k}: legacy {a.get(k, '<absent>')!r} new {b.get(k, '<absent>')!r}"
+                       for k in differ)
+    return [Check(f"QNN compile options ({len(a)} fields)", len(a), len(b),
+                  f"{len(differ)} differ", ok=not differ and bool(a), detail=detail)]
+
+
 def compare_pte_size(legacy_bytes: int, new_bytes: int, rtol: float = PTE_SIZE_RTOL) -> Check:
     delta = (new_bytes - legacy_bytes) / legacy_bytes
     return Check(f".pte size (within {rtol:.0%})", legacy_bytes, new_bytes, f"{delta:+.2%}",

@@ -47,16 +47,22 @@ def unavailable_reason() -> str:
     return f"executorch {dist_version('executorch')}: genai_pipeline compilation not implemented"
 
 
+# upstream's own words for the missing compiler (genai_pipeline/strategies/compilation/
+# default_compiler_adapter.py, DefaultCompilerAdapter.compile_model, executorch 1.5.1)
+NO_BODY_YET = "DefaultCompilerAdapter has no body yet"
+
+
 def _not_implemented(exc: BaseException) -> BaseException | None:
-    """The NotImplementedError behind a genai ``StageError`` from compilation, if that is what
-    it is (walks ``original_exception``/``__cause__``)."""
+    """The NotImplementedError behind a genai ``StageError`` from compilation whose message is
+    upstream's :data:`NO_BODY_YET`, if that is what it is (walks ``original_exception`` and
+    ``__cause__``); any other NotImplementedError is not the known gap."""
     from executorch.backends.qualcomm.genai_pipeline import StageError
 
     if not (isinstance(exc, StageError) and exc.stage_name == "compilation"):
         return None
     seen: BaseException | None = exc
     while seen is not None:
-        if isinstance(seen, NotImplementedError):
+        if isinstance(seen, NotImplementedError) and NO_BODY_YET in str(seen):
             return seen
         seen = getattr(seen, "original_exception", None) or seen.__cause__
     return None

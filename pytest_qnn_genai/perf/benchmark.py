@@ -55,8 +55,8 @@ class Workload:
 class Minimum:
     """The work a figure must rest on, and how many rounds may be run to reach it."""
 
-    tokens: int = 64
-    seconds: float = 1.0
+    tokens: int  # --qnn-perf-min-tokens
+    seconds: float  # --qnn-perf-min-seconds
     max_rounds: int = 12
 
     @classmethod

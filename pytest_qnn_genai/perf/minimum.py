@@ -12,8 +12,6 @@ from dataclasses import dataclass
 
 from pytest_qnn_genai.runtime.result import PerfStats
 
-DEFAULT_MIN_TOKENS = 64
-DEFAULT_MIN_SECONDS = 1.0
 GATED = ("prefill_tok_s", "decode_tok_s")  # the rate figures gates judge
 _TOKENS_OF = {"prefill_tok_s": "prompt_tokens", "decode_tok_s": "generated_tokens"}
 
@@ -45,8 +43,8 @@ def measured_work(stats: Iterable[PerfStats], figure: str) -> Work:
     return Work(tokens, seconds)
 
 
-def check_minimum(work: Work, *, min_tokens: int = DEFAULT_MIN_TOKENS,
-                  min_seconds: float = DEFAULT_MIN_SECONDS, figure: str = "figure") -> str | None:
+def check_minimum(work: Work, *, min_tokens: int, min_seconds: float,
+                  figure: str = "figure") -> str | None:
     """Why ``work`` is too little to gate ``figure`` on, or None when it is enough."""
     short = []
     if work.tokens < min_tokens:

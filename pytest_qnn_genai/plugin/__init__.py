@@ -39,6 +39,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         metafunc.config.stash[SESSION].parametrize(metafunc)
 
 
+@pytest.hookimpl(trylast=True)  # after -k/-m deselection: judge only what will run
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     if SESSION in config.stash:
         config.stash[SESSION].modify_items(items)

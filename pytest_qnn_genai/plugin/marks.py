@@ -5,7 +5,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from pytest_qnn_genai.targets import Target
+from pytest_qnn_genai.targets import UNSUPPORTED_BACKENDS, Target
 
 if TYPE_CHECKING:
     from pytest_qnn_genai.plugin.options import Settings
@@ -54,6 +54,9 @@ def skip_reason(item: pytest.Item, settings: Settings) -> str | None:
     if item.get_closest_marker("nightly") and not settings.nightly:
         return "nightly test: run with --nightly"
     target = item_target(item)
+    if target is not None and target.backend in UNSUPPORTED_BACKENDS:
+        return (f"{target.id}: backend {target.backend} is not supported: "
+                f"{UNSUPPORTED_BACKENDS[target.backend]}")
     if target is not None:
         return _excluded(target, item)
     reasons = [_excluded(t, item) for t in settings.targets]

@@ -43,8 +43,9 @@ class QnnSession:
             registry.select(list(self.settings.models))
         except registry.ModelCaseError as e:
             raise pytest.UsageError(f"--models: {e}") from None
-        try:
-            self.sdk: QnnSdk = resolve_sdk(self.settings.qnn_sdk, self.settings.cache_dir)
+        try:  # cheap checks now; the emulator SDK is built only when a test needs QNN
+            self._sdk: QnnSdk | None = resolve_sdk(self.settings.qnn_sdk,
+                                                   self.settings.cache_dir, provision=False)
         except SdkError as e:
             raise pytest.UsageError(str(e)) from None
         worker_input = getattr(config, "workerinput", None)
@@ -58,9 +59,7 @@ class QnnSession:
         self._sdk_active = False
         self.worker_stats = CacheStats()  # merged from xdist workers (controller)
         self.parity = ParityTable()
-        self.results = ResultsFile(Header.collect(
-            [s.name for s in self.settings.socs], self.settings.backend,
-            list(self.settings.devices), stack(self.sdk), config.rootpath))
+        self._results: ResultsFile | None = None
         self.baseline: ResultsFile | None = None
         if self.settings.compare_to is not None and not self.is_worker:
             from pytest_qnn_genai.report.write import load_baseline
@@ -75,6 +74,23 @@ class QnnSession:
             self.check_devices()  # xdist workers cannot report a usage error: check now
 
     # -- shared resources ---------------------------------------------------------------------
+    @property
+    def sdk(self) -> QnnSdk:
+        """The QNN SDK, provisioned on first use (the emulator SDK's adapter is compiled then)."""
+        if self._sdk is None:
+            self._sdk = resolve_sdk(self.settings.qnn_sdk, self.settings.cache_dir)
+        return self._sdk
+
+    @property
+    def results(self) -> ResultsFile:
+        """This run's records (their header names the tool stack, so made on first use)."""
+        if self._results is None:
+            s = self.settings
+            self._results = ResultsFile(Header.collect(
+                [x.name for x in s.socs], s.backend, list(s.devices), stack(self.sdk),
+                self.config.rootpath))
+        return self._results
+
     def active_sdk(self) -> QnnSdk:
         """The QNN SDK, loaded into this process (``QNN_SDK_ROOT`` set, host libraries loaded)."""
         if not self._sdk_active:
@@ -114,6 +130,11 @@ class QnnSession:
             reason = marks.skip_reason(item, self.settings)
             if reason:
                 item.add_marker(pytest.mark.skip(reason=reason))
+        if any(_needs_qnn(item) for item in items):
+            try:  # a missing compiler or SDK: one line before any test runs
+                self.sdk  # noqa: B018 (provisions the SDK)
+            except SdkError as e:
+                raise pytest.UsageError(str(e)) from None
         if self.is_worker:
             return
         if any(i.get_closest_marker("perf") for i in items):
@@ -152,7 +173,8 @@ class QnnSession:
     def worker_payload(self) -> dict[str, object]:
         """What a worker ships to the controller at its end."""
         return {"cache_stats": self.cache_stats().to_dict(), "parity_rows": self.parity.to_dicts(),
-                "records": [r.to_dict() for r in self.results.records]}
+                "records": [] if self._results is None else
+                [r.to_dict() for r in self._results.records]}
 
     def merge_worker(self, payload: dict | None) -> None:
         """Fold one worker's payload into the controller's state."""
@@ -160,7 +182,7 @@ class QnnSession:
             return
         self.worker_stats.merge(payload["cache_stats"])
         self.parity.merge(payload["parity_rows"])
-        for data in payload["records"]:
+        for data in payload["records"]:  # (the results header resolves the SDK)
             self.results.add(Record.from_dict(data))
 
     # -- the end --------------------------------------------------------------------------------
@@ -187,17 +209,18 @@ class QnnSession:
         from pytest_qnn_genai.report.write import write_report
 
         s = self.settings
-        diffs = (compare(self.results.perf_figures(), self.baseline.perf_figures(), s.perf_noise)
-                 if self.baseline is not None else [])
-        folder, written = None, []
+        if self._results is None and s.report_dir is None and self.baseline is None:
+            return  # nothing recorded, nothing asked for
         if s.report_dir is not None:
             try:
                 goldens = load_goldens(s.golden_dir / "perf")
             except GoldenFileError:
                 goldens = {}  # reported by the perf tests themselves
-            folder, written = write_report(s.report_dir, self.results, goldens, self.baseline,
-                                           s.perf_noise)
-        self.report = (folder, written, diffs)
+            self.report = write_report(s.report_dir, self.results, goldens, self.baseline,
+                                       s.perf_noise)  # its diffs are against the baseline
+        else:
+            self.report = (None, [], compare(self.results.perf_figures(),
+                                             self.baseline.perf_figures(), s.perf_noise))
 
     def terminal_summary(self, tr: pytest.TerminalReporter) -> None:
         """Cache statistics, the parity table, the perf diff and the report's files."""
@@ -226,9 +249,11 @@ class QnnSession:
                           + ", ".join(str(p) for p in written))
 
     def header(self) -> str:
-        s, sdk = self.settings, self.sdk
+        s, sdk = self.settings, self._sdk
+        qairt = (f"qairt={sdk.qairt_version} ({sdk.kind} sdk)" if sdk is not None
+                 else "qairt=emulator sdk (provisioned when a test needs it)")
         return (f"qnn-genai: soc={','.join(x.name for x in s.socs)} backend={s.backend} "
-                f"device={s.device_label} qairt={sdk.qairt_version} ({sdk.kind} sdk) "
+                f"device={s.device_label} {qairt} "
                 f"executorch={dist_version('executorch')} torch={dist_version('torch')} "
                 f"cache={s.cache_dir}")
 
@@ -247,6 +272,11 @@ def _xdist_workers(config: pytest.Config) -> int | None:
         return int(worker_input.get("workercount", 1))
     n = getattr(config.option, "numprocesses", None)
     return n if isinstance(n, int) and n > 0 else None
+
+
+def _needs_qnn(item: pytest.Item) -> bool:
+    """True if ``item`` will run and uses the QNN SDK (directly or through the pipeline)."""
+    return "qnn_sdk" in item.fixturenames and not item.get_closest_marker("skip")
 
 
 def _drives_phone(item: pytest.Item) -> bool:

@@ -12,7 +12,6 @@ from dataclasses import dataclass
 
 FigureKey = tuple[str, str, str]  # (model, target id, figure name)
 THRESHOLDS = (1.1, 1.2, 1.5, 2.0, 5.0, 10.0)  # plus ∞: a figure started or stopped working
-DEFAULT_NOISE = 0.10
 STARTED = "started working"
 STOPPED = "stopped working"
 NOISE = "within noise"
@@ -33,7 +32,7 @@ def speedup(figure: str, current: float, previous: float) -> float:
     return current / previous if higher_is_better(figure) else previous / current
 
 
-def bucket(ratio: float, noise: float = DEFAULT_NOISE) -> str:
+def bucket(ratio: float, noise: float) -> str:
     """The label of a speed-up: ``"≥1.5x faster"``, ``"within noise"``, ``"≥2x slower"``, ...
 
     A change is noise when the factor (``ratio`` or ``1/ratio``) is below ``1 + noise``.
@@ -72,7 +71,7 @@ def _ok(value: float | None) -> bool:
 
 
 def compare(current: Mapping[FigureKey, float | None], previous: Mapping[FigureKey, float | None],
-            noise: float = DEFAULT_NOISE) -> list[FigureDiff]:
+            noise: float) -> list[FigureDiff]:
     """Diffs of every figure present in both runs, sorted by key (both-failed figures skipped)."""
     diffs = []
     for key in sorted(current.keys() & previous.keys()):

@@ -2,18 +2,16 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from pytest_qnn_genai.files import write_text_atomic
 from pytest_qnn_genai.golden.perf import GoldenPerf
 from pytest_qnn_genai.report.diff import (
-    DEFAULT_NOISE,
     NOISE,
     FigureDiff,
     FigureKey,
-    compare,
     render_table,
 )
 from pytest_qnn_genai.report.results import Record, ResultsFile, rate_or_time
@@ -90,11 +88,12 @@ def _perf(records: list[Record], golden: GoldenPerf | None,
 
 
 def render_summary(results: ResultsFile, goldens: Mapping[str, GoldenPerf] | None = None,
-                   previous: ResultsFile | None = None, noise: float = DEFAULT_NOISE) -> str:
+                   previous: ResultsFile | None = None, diffs: Sequence[FigureDiff] = (),
+                   noise: float | None = None) -> str:
     """The markdown summary: header, then per model × target parity, numerics and perf tables,
-    then the changes against ``previous`` (if given)."""
+    then ``diffs``, the changes against ``previous`` (computed once by the caller with ``noise``:
+    :func:`pytest_qnn_genai.report.diff.compare`)."""
     goldens = goldens or {}
-    diffs = compare(results.perf_figures(), previous.perf_figures(), noise) if previous else []
     by_key = {d.key: d for d in diffs}
     parts = [_header(results)]
     pairs = dict.fromkeys((r.model, r.target) for r in results.records)
@@ -113,15 +112,17 @@ def render_summary(results: ResultsFile, goldens: Mapping[str, GoldenPerf] | Non
     if previous is not None:
         changed = [d for d in diffs if d.bucket != NOISE]
         quiet = len(diffs) - len(changed)
+        band = f" (±{noise:.0%})" if noise is not None else ""
         parts.append(f"## Changes since {previous.header.date}\n\n" + render_table(changed)
-                     + f"\n{quiet} figures within noise (±{noise:.0%}) not listed.\n")
+                     + f"\n{quiet} figures within noise{band} not listed.\n")
     return "\n".join(parts)
 
 
 def write_summary(path: Path | str, results: ResultsFile,
                   goldens: Mapping[str, GoldenPerf] | None = None,
-                  previous: ResultsFile | None = None, noise: float = DEFAULT_NOISE) -> Path:
+                  previous: ResultsFile | None = None, diffs: Sequence[FigureDiff] = (),
+                  noise: float | None = None) -> Path:
     """Write :func:`render_summary` to ``path`` atomically; returns the path."""
     path = Path(path)
-    write_text_atomic(path, render_summary(results, goldens, previous, noise))
+    write_text_atomic(path, render_summary(results, goldens, previous, diffs, noise))
     return path

@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from pytest_qnn_genai.report.diff import FigureDiff, compare
 from pytest_qnn_genai.report.plots import write_plots
 from pytest_qnn_genai.report.results import (
     RESULTS_NAME,
@@ -38,19 +39,21 @@ def report_folder(root: Path, results: ResultsFile) -> Path:
 
 
 def write_report(root: Path, results: ResultsFile, goldens: Mapping[str, GoldenPerf],
-                 baseline: ResultsFile | None = None,
-                 noise: float = 0.10) -> tuple[Path, list[Path]]:
+                 baseline: ResultsFile | None, noise: float
+                 ) -> tuple[Path, list[Path], list[FigureDiff]]:
     """Write ``results.json``, ``summary.md`` and the plots of a run into its report folder.
 
     ``summary.md`` compares with ``baseline`` (``--qnn-compare-to``), else with the newest earlier
-    run in ``root``; the trend plot covers every earlier run in ``root``. Returns the folder and
-    the files written.
+    run in ``root``; the trend plot covers every earlier run in ``root``. Returns the folder, the
+    files written and the diffs against the run compared with (computed once, here).
     """
     folder = report_folder(Path(root), results)
     folder.mkdir(parents=True, exist_ok=True)
     history = load_history(root, exclude=folder / RESULTS_NAME)
     previous = baseline if baseline is not None else latest_before(history, results)
+    diffs = (compare(results.perf_figures(), previous.perf_figures(), noise)
+             if previous is not None else [])
     written = [results.write(folder / RESULTS_NAME),
-               write_summary(folder / SUMMARY_NAME, results, goldens, previous, noise)]
+               write_summary(folder / SUMMARY_NAME, results, goldens, previous, diffs, noise)]
     written += write_plots(results, history, goldens, folder)
-    return folder, written
+    return folder, written, diffs

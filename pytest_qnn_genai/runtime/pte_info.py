@@ -213,3 +213,18 @@ def inspect_pte(path: Path | str) -> PteInfo:
         )
     return PteInfo(path=path, size_bytes=len(data), methods=methods,
                    constants=constant_values(program))
+
+
+def compile_options(path: Path | str) -> dict[str, Any]:
+    """The QNN compile options the program was lowered with: the one set every QnnBackend
+    delegate carries (:class:`PteInfoError` when there is none, or the delegates disagree)."""
+    info = inspect_pte(path)
+    found = {m: opts for m, meth in info.methods.items() for opts in meth.qnn_options}
+    if not found:
+        raise PteInfoError(f"{path}: no QnnBackend delegate with QNN compile options")
+    first_method, first = next(iter(found.items()))
+    for method, opts in found.items():
+        if opts != first:
+            raise PteInfoError(f"{path}: QnnBackend delegates of {first_method} and {method} "
+                               "were lowered with different compile options")
+    return first

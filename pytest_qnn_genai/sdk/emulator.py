@@ -111,6 +111,15 @@ def _build(libs: WheelLibs, dest: Path, compiler: str, defines: list[str]) -> No
     compile_adapter(compiler, defines, lib_dir / "libQnnHtp.so")
 
 
+def planned_root(cache_dir: Path, libs: WheelLibs | None = None) -> Path:
+    """Where :func:`provision` puts (or has put) the SDK for the installed wheel: cheap, builds
+    nothing; raises like :func:`provision` for a wheel whose QAIRT is not known good."""
+    libs = libs or find_wheel_libs()
+    build = adapter.require_known_good(libs.qairt_version, libs.wheel_version)
+    digest = _adapter_digest(adapter.compile_defines(build))
+    return cache_dir / "qnn-sdk" / f"qairt-{libs.qairt_version}-ort-{libs.wheel_version}-adapter-{digest}"
+
+
 def provision(cache_dir: Path, compiler: str | None = None,
               libs: WheelLibs | None = None) -> Path:
     """Return a ready emulator SDK root under ``cache_dir``, building it once if needed.
@@ -122,8 +131,7 @@ def provision(cache_dir: Path, compiler: str | None = None,
     build = adapter.require_known_good(libs.qairt_version, libs.wheel_version)
     defines = adapter.compile_defines(build)
     digest = _adapter_digest(defines)
-    root = (cache_dir / "qnn-sdk"
-            / f"qairt-{libs.qairt_version}-ort-{libs.wheel_version}-adapter-{digest}")
+    root = planned_root(cache_dir, libs)
     if (root / MANIFEST).is_file():
         return root
     root.parent.mkdir(parents=True, exist_ok=True)

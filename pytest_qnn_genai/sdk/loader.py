@@ -39,8 +39,12 @@ def _user_sdk_version(root: Path) -> str:
     return m.group(1) if m else "unknown"
 
 
-def resolve_sdk(sdk_option: str | None, cache_dir: Path) -> QnnSdk:
-    """The SDK named by ``--qnn-sdk``/``$QNN_SDK_ROOT``, else the provisioned emulator SDK."""
+def resolve_sdk(sdk_option: str | None, cache_dir: Path, provision: bool = True) -> QnnSdk | None:
+    """The SDK named by ``--qnn-sdk``/``$QNN_SDK_ROOT``, else the provisioned emulator SDK.
+
+    With ``provision=False`` nothing is built: an emulator SDK not provisioned yet gives None (the
+    cheap checks, a user SDK's libraries and the wheel's QAIRT version, still run).
+    """
     given = sdk_option or os.environ.get("QNN_SDK_ROOT") or None
     if given:
         root = Path(given).expanduser().resolve()
@@ -56,9 +60,11 @@ def resolve_sdk(sdk_option: str | None, cache_dir: Path) -> QnnSdk:
                            "(pass --qnn-sdk or QNN_SDK_ROOT pointing at an SDK root)")
         return QnnSdk(root, _user_sdk_version(root), "user")
     try:
-        root = emulator.provision(cache_dir)
+        root = emulator.provision(cache_dir) if provision else emulator.planned_root(cache_dir)
     except (emulator.EmulatorSdkError, adapter.AdapterError) as e:
         raise SdkError(str(e)) from None
+    if not emulator.is_emulator_sdk(root):
+        return None
     return QnnSdk(root, emulator.manifest(root)["qairt_version"], "emulator")
 
 

@@ -33,7 +33,7 @@ from pytest_qnn_genai.hybrid import CALIBRATION, DECODE, PREFILL
 from pytest_qnn_genai.sdk import require_active
 from pytest_qnn_genai.stages import recipe as recipes
 from pytest_qnn_genai.stages.prepare import PreparedModel
-from pytest_qnn_genai.targets import SocSpec
+from pytest_qnn_genai.targets import UNSUPPORTED_BACKENDS, SocSpec
 
 QDQ_JSON = "qdq.json"
 FORMAT_VERSION = 1
@@ -47,18 +47,12 @@ class UnsupportedBackendError(NotImplementedError):
     """The staged flow cannot build a static LLM for this QNN backend (names the reason)."""
 
 
-_UNSUPPORTED = {
-    "gpu": "executorch 1.5.1's QnnQuantizer has no GPU rules (quantizer/annotators/gpu_rules is "
-           "missing), so the LLM cannot be quantized for it; llama.py --backend gpu fails too",
-    "lpai": "executorch's static LLM flow does not lower to LPAI (llama.py raises "
-            "'Unsupported backend lpai')",
-}
 
 
 def check_backend(backend: str) -> None:
     """Raise :class:`UnsupportedBackendError` unless the staged flow can build for ``backend``."""
     if backend != "htp":
-        reason = _UNSUPPORTED.get(backend, "unknown QNN backend")
+        reason = UNSUPPORTED_BACKENDS.get(backend, "unknown QNN backend")
         raise UnsupportedBackendError(f"backend {backend!r} is not supported: {reason}")
 
 

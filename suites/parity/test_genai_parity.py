@@ -1,8 +1,9 @@
 """The third flow, executorch's genai_pipeline, held to the same parity checks.
 
-Until upstream implements genai_pipeline compilation the build raises ``GenAIUnavailable`` and
-these tests xfail on exactly that exception (any other error fails them); the day the compiler
-adapter lands they run for real and report XPASS or a parity failure.
+Until upstream implements genai_pipeline compilation the build raises ``GenAIUnavailable`` (only
+for upstream's own "DefaultCompilerAdapter has no body yet") and these tests xfail strictly on
+exactly that exception: any other error fails them, and the day the compiler lands they XPASS,
+which fails the run until the mark is removed and the parity checks run for real.
 """
 from __future__ import annotations
 
@@ -11,8 +12,10 @@ import pytest
 from pytest_qnn_genai.checks import parity
 from pytest_qnn_genai.flows.genai import GenAIUnavailable, unavailable_reason
 
+# strict: the day upstream implements compilation these tests pass, and XPASS fails the run until
+# this mark is removed; raises: any failure but upstream's exact "no body yet" fails them.
 pytestmark = [pytest.mark.parity, pytest.mark.flow("genai", "new"),
-              pytest.mark.xfail(raises=GenAIUnavailable, reason=unavailable_reason())]
+              pytest.mark.xfail(raises=GenAIUnavailable, reason=unavailable_reason(), strict=True)]
 
 
 @pytest.fixture(scope="session")

@@ -1,38 +1,41 @@
 """Reviewable snapshots (golden/snapshots/test_parity_snapshots.ambr; update: --snapshot-update).
 
-An upstream change to llama.py's flags or defaults, to the compile spec, or to a flow's artifact
-layout shows up as a snapshot diff in review instead of silently changing what is compared.
+Every snapshot is taken from what a build really carries: the QNN compile options read back out
+of each built .pte, the argv llama.py was run with, each flow's artifact layout. An upstream change
+to llama.py's flags or defaults, to the compile options, or to a flow's artifact layout shows up
+as a snapshot diff in review instead of silently changing what is compared; where the two flows
+must agree, the test asserts it before it snapshots.
 """
 from __future__ import annotations
 
 import pytest
 
+from pytest_qnn_genai.checks import parity
 from pytest_qnn_genai.flows import config as flow_config
-from pytest_qnn_genai.targets import EMULATOR, Target, soc
+from pytest_qnn_genai.runtime.pte_info import compile_options
 
-pytestmark = [pytest.mark.parity]
-
-# A fixed list, so the snapshot does not depend on --soc.
-SNAPSHOT_SOCS = ("SM8550", "SM8650", "SM8750", "SM8850")
+pytestmark = [pytest.mark.parity, pytest.mark.flow("legacy", "new")]
 
 
-@pytest.mark.parametrize("device", [EMULATOR, "phone"], ids=["emulator", "phone"])
-@pytest.mark.parametrize("soc_name", SNAPSHOT_SOCS)
-def test_compile_spec(soc_name, device, snapshot) -> None:
-    from pytest_qnn_genai.stages.compile import compile_spec_data
+def test_compile_options_carried_by_both_programs(legacy_artifacts, new_artifacts, parity_table,
+                                                  qnn_case, qnn_target, snapshot) -> None:
+    legacy, new = compile_options(legacy_artifacts.pte), compile_options(new_artifacts.pte)
+    checks = parity.compare_compile_options(legacy, new)
+    parity_table.add(checks, prefix=f"[{qnn_case.name} {qnn_target.id}] ")
+    assert all(c.ok for c in checks), parity.failures(checks)
+    assert new["soc_info"]["soc_model"] == qnn_target.soc.name
+    assert new["soc_info"]["htp_info"]["htp_arch"] == qnn_target.soc.htp_arch.upper()
+    assert new["shared_buffer"] is (not qnn_target.is_emulator)  # llama.py: not --enable_x86_64
+    assert new == snapshot
 
-    assert compile_spec_data(Target(soc(soc_name), "htp", device)) == snapshot
 
-
-@pytest.mark.flow("legacy", "new")
-@pytest.mark.parametrize("device", [EMULATOR, "phone"], ids=["emulator", "phone"])
-def test_configuration_agreement(qnn_case, device, snapshot) -> None:
-    from pytest_qnn_genai.flows.llama_cli import legacy_parser_defaults
-
-    defaults = legacy_parser_defaults()
-    target = Target(soc("SM8650"), "htp", device)
-    assert {"agreement": flow_config.configuration_agreement(qnn_case, target, defaults),
-            "legacy_parser_defaults": defaults} == snapshot
+def test_configuration_agreement(qnn_pipeline, qnn_case, qnn_target, legacy_artifacts,
+                                 snapshot) -> None:
+    legacy = qnn_pipeline.legacy(qnn_case, qnn_target)
+    agreement = flow_config.configuration_agreement(qnn_case, qnn_target, legacy)
+    assert not flow_config.disagreements(agreement), "\n".join(
+        flow_config.disagreements(agreement))
+    assert agreement == snapshot
 
 
 @pytest.mark.soc("SM8650")  # the layout does not depend on the SoC: one snapshot

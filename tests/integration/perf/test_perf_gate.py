@@ -109,13 +109,13 @@ def _results(date: str, decode: float) -> ResultsFile:
 
 def test_second_report_with_a_slowed_variant_is_a_regression(tmp_path: Path) -> None:
     first = _results("2026-08-14T02:00:00+00:00", 3.2)
-    write_report(tmp_path, first, {})
+    write_report(tmp_path, first, {}, None, 0.10)
     second = _results("2026-08-15T02:00:00+00:00", 1.5)
-    folder, written = write_report(tmp_path, second, {})
+    folder, written, _ = write_report(tmp_path, second, {}, None, 0.10)
     assert folder == tmp_path / "2026-08-15"
     assert {p.name for p in written} == {"results.json", "summary.md", "perf-vs-golden.png",
                                          "perf-trend.png"}
-    diff = {d.figure: d for d in compare(second.perf_figures(), first.perf_figures())}
+    diff = {d.figure: d for d in compare(second.perf_figures(), first.perf_figures(), 0.10)}
     assert diff["decode_tok_s"].bucket == "≥2x slower"
     assert diff["prefill_tok_s"].bucket == "within noise"
     summary = (folder / "summary.md").read_text()
@@ -149,7 +149,7 @@ def test_slowed_runner_fails_the_relative_gate_on_the_emulator(new_pte, case,
                               else out.verdicts["decode_tok_s"].median_b)
                      for i, d in enumerate(("2026-08-14T02:00:00+00:00",
                                             "2026-08-15T02:00:00+00:00")))
-    diff = {d.figure: d for d in compare(second.perf_figures(), first.perf_figures())}
+    diff = {d.figure: d for d in compare(second.perf_figures(), first.perf_figures(), 0.10)}
     assert diff["decode_tok_s"].bucket.endswith("slower"), diff["decode_tok_s"]
 
 

@@ -8,11 +8,11 @@ from pytest_qnn_genai.runtime.result import PerfStats
 
 
 def test_minimum_work() -> None:
-    short = check_minimum(Work(48, 0.03), figure="decode_tok_s")
+    short = check_minimum(Work(48, 0.03), min_tokens=64, min_seconds=1.0, figure="decode_tok_s")
     assert short == ("decode_tok_s rests on too little work (48 tokens < 64; 0.030 s measured "
                      "< 1 s): not gated")
-    assert "tokens" not in check_minimum(Work(2000, 0.5))
-    assert check_minimum(Work(2000, 1.25)) is None
+    assert "tokens" not in check_minimum(Work(2000, 0.5), min_tokens=64, min_seconds=1.0)
+    assert check_minimum(Work(2000, 1.25), min_tokens=64, min_seconds=1.0) is None
     assert check_minimum(Work(10, 0.2), min_tokens=8, min_seconds=0.1) is None
 
 
@@ -28,7 +28,8 @@ def test_measured_work_pools_runs() -> None:
     assert decode.rate == pytest.approx(400 / 3.5)
     prefill = measured_work(runs, "prefill_tok_s")
     assert (prefill.tokens, prefill.seconds) == (8, pytest.approx(0.03))
-    assert check_minimum(prefill, figure="prefill_tok_s").startswith("prefill_tok_s rests on")
+    assert check_minimum(prefill, min_tokens=64, min_seconds=1.0,
+                         figure="prefill_tok_s").startswith("prefill_tok_s rests on")
     assert measured_work([_stats(4, 10, 0.0, 0.0)], "decode_tok_s") == Work(0, 0.0)
     with pytest.raises(ValueError, match="got 'ttft_s'"):
         measured_work(runs, "ttft_s")

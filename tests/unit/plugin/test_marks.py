@@ -52,14 +52,28 @@ def test_skips_name_the_target(pytester: pytest.Pytester) -> None:
 
 def test_two_socs_run_each_test_where_allowed(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(MARKED)
-    result = pytester.runpytest("-v", "--soc", "SM8650", "--soc", "SM8750", "--nightly",
-                                "--backend", "gpu")
+    result = pytester.runpytest("-v", "--soc", "SM8650", "--soc", "SM8750", "--nightly")
     result.stdout.fnmatch_lines_random([
-        "*test_only_8750?SM8750-gpu-emulator? PASSED*",
-        "*test_only_8750?SM8650-gpu-emulator? SKIPPED*",
-        "*test_gpu_only?SM8650-gpu-emulator? PASSED*",
+        "*test_only_8750?SM8750-htp-emulator? PASSED*",
+        "*test_only_8750?SM8650-htp-emulator? SKIPPED*",
+        "*test_8650_or_8750?SM8750-htp-emulator? PASSED*",
         "*test_nightly PASSED*",
         "*test_unparametrised_soc_mark PASSED*",
+    ])
+
+
+@pytest.mark.parametrize("backend", ["gpu", "lpai"])
+def test_unsupported_backend_is_skipped_at_collection_naming_it(pytester: pytest.Pytester,
+                                                                backend: str) -> None:
+    """--backend gpu|lpai is accepted, but no LLM can be built for it: every target test is
+    skipped before it runs, with the reason; a test without a target still runs."""
+    pytester.makepyfile(MARKED)
+    result = pytester.runpytest("-v", "-rs", "--backend", backend, "--nightly")
+    result.assert_outcomes(passed=1, skipped=6)
+    result.stdout.fnmatch_lines_random([
+        f"*test_gpu_only?SM8650-{backend}-emulator? SKIPPED*",
+        f"SKIPPED [[]*[]] *: SM8650-{backend}-emulator: backend {backend} is not supported: *",
+        "*test_nightly PASSED*",
     ])
 
 

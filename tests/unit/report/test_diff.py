@@ -16,7 +16,7 @@ from pytest_qnn_genai.report.diff import FigureDiff, bucket, compare, higher_is_
     (0.0, "stopped working"),
 ])
 def test_bucket_labels(ratio: float, label: str) -> None:
-    assert bucket(ratio) == label
+    assert bucket(ratio, noise=0.10) == label
 
 
 def test_noise_band_is_configurable() -> None:
@@ -49,7 +49,7 @@ def test_compare_inverts_time_figures_and_flags_failures() -> None:
                ("s", t, "ttft_s"): 0.20, ("s", t, "model_load_s"): 1.0,
                ("s", t, "gone_tok_s"): None, ("s", t, "back_tok_s"): 60.0,
                ("s", t, "dead_tok_s"): None, ("s", t, "only_now_tok_s"): 1.0}
-    got = {d.figure: (round(d.ratio, 3), d.bucket) for d in compare(current, previous)}
+    got = {d.figure: (round(d.ratio, 3), d.bucket) for d in compare(current, previous, noise=0.10)}
     assert got == {
         "decode_tok_s": (2.5, "≥2x faster"),
         "prefill_tok_s": (0.8, "≥1.2x slower"),
@@ -58,7 +58,7 @@ def test_compare_inverts_time_figures_and_flags_failures() -> None:
         "gone_tok_s": (0.0, "stopped working"),
         "back_tok_s": (math.inf, "started working"),
     }
-    diffs = compare(current, previous)
+    diffs = compare(current, previous, noise=0.10)
     assert [d.key for d in diffs] == sorted(d.key for d in diffs)
 
 

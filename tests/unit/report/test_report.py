@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from pytest_qnn_genai.golden.perf import load_golden
+from pytest_qnn_genai.report.diff import compare
 from pytest_qnn_genai.report.plots import plot_trend, plot_vs_golden, write_plots
 from pytest_qnn_genai.report.results import (
     Header,
@@ -141,7 +142,8 @@ def test_history_is_date_ordered_skips_damage_and_the_current_run(tmp_path: Path
 def test_summary_has_the_tables(tmp_path: Path) -> None:
     previous = _run("2026-08-13T03:00:00+00:00", decode=1500.0, ttft=0.04)
     current = _run("2026-08-14T03:00:00+00:00", decode=1700.0)
-    path = write_summary(tmp_path / "summary.md", current, GOLDENS, previous)
+    diffs = compare(current.perf_figures(), previous.perf_figures(), noise=0.10)
+    path = write_summary(tmp_path / "summary.md", current, GOLDENS, previous, diffs, 0.10)
     md = path.read_text()
     assert md.startswith("# QNN GenAI gate — 2026-08-14\n")
     assert "| executorch | 1.5.1 |" in md and "| git | " + "0123abcd" * 5 + " |" in md
