@@ -1,0 +1,403 @@
+"""A stand-in for ExecuTorch's ``qnn_executor_runner``, and the plumbing both stand-ins share.
+
+Contract (examples/qualcomm/executor_runner/qnn_executor_runner.cpp:main, ExecuTorch main
+cff6f4dd = release 1.5.1; identical in release/1.4). Every upstream flag is accepted with its
+default (``FLAGS``); a positional argument is refused ("Extra commandline args: ...", exit 1).
+
+* ``--model_path`` missing: abort "FileDataLoader::from() failed: 0x22" (SIGABRT, shell 134);
+  ``--method_index`` picks the program's i-th method (past the end: abort "Program has no methods");
+* if ``--input_list_path`` opens, each line is one inference: raw input files split on single
+  spaces (a trailing ``\\r`` dropped), exactly one per method input (else abort "Number of inputs
+  (N) mismatch with input files (M)"), each exactly the tensor's byte size (else abort
+  "Input(i) size mismatch. file bytes: F, tensor bytes: T") unless both shape files are given;
+  the method runs ``--warm_up`` times untimed, then ``--iteration`` times timed (microseconds);
+  every output j of line i is written raw as ``<output_folder_path>/output_<i>_<j>.raw`` (the
+  folder is not created: upstream's ofstream fails silently when it is missing);
+  ``--performance_output_path`` gets the mean, over lines, of the time of the ``--iteration``
+  runs of one line, in ms (not divided by ``--iteration``);
+* without an input list the inputs are ones, nothing is written but the log;
+* ETDump and ``--dump_intermediate_outputs`` files are not written by this stand-in.
+
+Backends: ``$QNN_GENAI_STANDIN_EXECUTOR_BACKEND`` names ``module:function`` called with the
+model path, returning an object with ``method_name(index) -> str | None``,
+``input_specs(method) -> [(numpy dtype, shape)]`` and ``execute(method, inputs) -> [arrays]``
+(optional ``simulated_cost_s(method, 1)``). :func:`executorch_backend` runs the .pte with
+``executorch.runtime`` (the QNN x86 emulator when ``$QNN_SDK_ROOT`` is set).
+``$QNN_GENAI_STANDIN_TIME_SCALE`` scales reported times, as in the llama stand-in.
+"""
+from __future__ import annotations
+
+import importlib
+import math
+import os
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import IO, Any
+
+import numpy as np
+
+BACKEND_ENV = "QNN_GENAI_STANDIN_EXECUTOR_BACKEND"
+TIME_SCALE_ENV = "QNN_GENAI_STANDIN_TIME_SCALE"
+REPO_ROOT = Path(__file__).resolve().parents[2]
+ABORT_EXIT = 134  # std::abort() -> SIGABRT, as a shell reports it
+LIMIT_EXIT = 2  # something these stand-ins do not model
+HERE = "qnn_executor_runner.cpp"
+
+
+def uint32(text: str) -> int:
+    value = int(text)
+    if not 0 <= value < 2**32:
+        raise ValueError(text)
+    return value
+
+
+FLAGS: dict[str, tuple[Callable[[str], Any], Any]] = {
+    "model_path": (str, "model.pte"), "output_folder_path": (str, "outputs"),
+    "input_list_path": (str, "input_list.txt"), "iteration": (int, 1), "warm_up": (int, 0),
+    "shared_buffer": (bool, False), "method_index": (uint32, 0),
+    "etdump_path": (str, "etdump.etdp"), "dump_intermediate_outputs": (bool, False),
+    "debug_output_path": (str, "debug_output.bin"), "input_shape_path": (str, ""),
+    "output_shape_path": (str, ""), "debug_buffer_size": (int, 100000000),
+    "performance_output_path": (str, "inference_speed.txt"), "log_level": (int, 0),
+    "htp_performance_mode": (int, 0), "lpai_fps": (int, 0), "lpai_ftrt_ratio": (int, 0),
+    "lpai_client_perf_type": (int, 0), "lpai_affinity": (int, 0),
+    "lpai_core_selection": (int, 0), "profile_level": (int, 0), "heap_profiling_path": (str, "")}
+RUNTIME_OPTIONS = [("log_level", "log level"), ("htp_performance_mode", "performance mode"),
+                   ("profile_level", "profile level"), ("lpai_fps", "LPAI fps"),
+                   ("lpai_ftrt_ratio", "LPAI ftrt ratio"), ("lpai_client_perf_type",
+                   "LPAI client type"), ("lpai_affinity", "LPAI affinity"),
+                   ("lpai_core_selection", "LPAI core selection")]
+# c10 ScalarType codes (MethodMeta TensorInfo.dtype()) -> numpy
+SCALAR_TYPES = {0: np.uint8, 1: np.int8, 2: np.int16, 3: np.int32, 4: np.int64, 5: np.float16,
+                6: np.float32, 7: np.float64, 11: np.bool_, 27: np.uint16, 28: np.uint32,
+                29: np.uint64}
+
+
+class FlagError(Exception):
+    """gflags rejected the command line (it prints the message and exits 1)."""
+
+
+class Abort(Exception):
+    """An ET_CHECK failed: upstream logs it and calls std::abort()."""
+
+
+def parse_gflags(argv: list[str], flags: dict[str, tuple[Callable[[str], Any], Any]],
+                 ) -> tuple[dict[str, Any], set[str], list[str]]:
+    """(values, names set on the command line, positional args), as gflags parses: flags
+    anywhere, ``-x``/``--x``, ``--x=v``/``--x v``, booleans ``--x``/``--nox``/``--x=false``."""
+    values = {name: default for name, (_, default) in flags.items()}
+    explicit: set[str] = set()
+    positional: list[str] = []
+    i = 0
+    while i < len(argv):
+        arg, i = argv[i], i + 1
+        if arg == "--":
+            positional += argv[i:]
+            break
+        if not arg.startswith("-") or arg == "-":
+            positional.append(arg)
+            continue
+        key, eq, value = arg.lstrip("-").partition("=")
+        if key not in flags and key.startswith("no") and flags.get(key[2:], (None,))[0] is bool:
+            key, eq, value = key[2:], "=", "false"
+        if key not in flags:
+            raise FlagError(f"ERROR: unknown command line flag '{key}'")
+        kind = flags[key][0]
+        if not eq and kind is not bool:
+            if i >= len(argv):
+                raise FlagError(f"ERROR: flag '{arg}' is missing its argument")
+            value, i = argv[i], i + 1
+        try:
+            truth = {"": True, "1": True, "t": True, "true": True, "y": True, "yes": True,
+                     "0": False, "f": False, "false": False, "n": False, "no": False}
+            values[key] = truth[value.lower()] if kind is bool else kind(value)
+        except (KeyError, ValueError):
+            name = {bool: "bool", int: "int32", float: "double"}.get(kind, kind.__name__)
+            raise FlagError(f"ERROR: illegal value '{value}' specified for {name} flag "
+                            f"'{key}'") from None
+        explicit.add(key)
+    return values, explicit, positional
+
+
+class Console:
+    """printf stdout (held until a normal exit unless a tty: lost on abort, as stdio buffers)
+    and ET_LOG stderr lines in runtime/platform/default/posix.cpp:et_pal_emit_log_message form."""
+
+    def __init__(self, stdout: IO[str], stderr: IO[str]) -> None:
+        self.stdout, self.stderr, self._held = stdout, stderr, []
+        self._t0 = time.monotonic()
+
+    def out(self, text: str) -> None:
+        if self.stdout.isatty():
+            self.stdout.write(text)
+        else:
+            self._held.append(text)
+
+    def flush(self) -> None:
+        self.stdout.write("".join(self._held))
+        self._held.clear()
+
+    def log(self, level: str, where: str, message: str) -> None:
+        t = time.monotonic() - self._t0
+        stamp = (f"{int(t // 3600):02d}:{int(t // 60 % 60):02d}:{int(t % 60):02d}."
+                 f"{int(t % 1 * 1e6):06d}")
+        self.stderr.write(f"{level} {stamp} executorch:{where}] {message}\n")
+
+    def check(self, ok: bool, where: str, func: str, cond: str, message: str | None) -> None:
+        """runtime/platform/assert.h: ET_CHECK_MSG (ET_CHECK when ``message`` is None)."""
+        if not ok:
+            said = f": {cond}" if message is None else f" ({cond}): {message}"
+            self.log("F", where, f"In function {func}(), assert failed{said}")
+            raise Abort(said)
+
+
+class Clock:
+    """Reported time: the wall clock plus backend-simulated costs, scaled by TIME_SCALE_ENV."""
+
+    def __init__(self, scale: float) -> None:
+        self.scale, self.extra = scale, 0.0
+        self._wall0, self._t0 = time.time(), time.perf_counter()
+
+    def seconds(self) -> float:
+        return self._wall0 + (time.perf_counter() - self._t0 + self.extra) * self.scale
+
+    def ms(self) -> int:
+        """extension/llm/runner/util.h:time_in_ms (integer epoch milliseconds)."""
+        return int(self.seconds() * 1000)
+
+
+def time_scale(given: float | None) -> float:
+    return float(os.environ.get(TIME_SCALE_ENV) or 1) if given is None else given
+
+
+def load_backend(spec: str) -> Callable[..., Any]:
+    """Import a ``module:function`` backend factory."""
+    module_name, _, attr = spec.partition(":")
+    if not module_name or not attr:
+        raise ValueError(f"a backend looks like 'package.module:function', got {spec!r}")
+    return getattr(importlib.import_module(module_name), attr)
+
+
+def write_launcher(path: Path, module: str, env: dict[str, str], python: str = sys.executable,
+                   ) -> Path:
+    """An executable that runs ``python -m module "$@"`` with ``env`` and this repo importable."""
+    exports = "".join(f"export {k}='{v}'\n" for k, v in env.items())
+    path.write_text(f"#!/bin/sh\n{exports}"
+                    f"export PYTHONPATH='{REPO_ROOT}'${{PYTHONPATH:+:$PYTHONPATH}}\n"
+                    f"exec '{python}' -m {module} \"$@\"\n")
+    path.chmod(0o755)
+    return path
+
+
+def exit_like_upstream(code: int) -> None:
+    """End the process: a real SIGABRT where upstream aborts (the shell then reports 134)."""
+    if code == ABORT_EXIT:
+        sys.stderr.flush()
+        os.abort()
+    sys.exit(code)
+
+
+def activate_qnn_sdk() -> None:
+    """Make the QNN emulator libraries loadable (the project's loader: the one package import)."""
+    sdk_root = os.environ.get("QNN_SDK_ROOT")
+    if not sdk_root:
+        raise RuntimeError("QNN_SDK_ROOT is not set")
+    import executorch.runtime  # noqa: F401  (before activate: host_runner's import hazard)
+
+    from pytest_qnn_genai.sdk import activate, resolve_sdk
+
+    activate(resolve_sdk(sdk_root, Path(sdk_root)))
+
+
+def _shapes(path: str) -> list[list[int]]:
+    return [[int(d) for d in line.split(", ")] for line in Path(path).read_text().splitlines()]
+
+
+def _run_list(flags: dict[str, Any], backend: Any, method: str, con: Console, clock: Clock,
+              ) -> None:
+    """The input-list branch of qnn_executor_runner.cpp:main."""
+    specs = backend.input_specs(method)
+    n = len(specs)
+    con.log("I", f"{HERE}:485", f"Number of inputs: {n}")
+    in_shapes = out_shapes = []
+    if flags["input_shape_path"] and flags["output_shape_path"]:
+        in_shapes = _shapes(flags["input_shape_path"])
+        out_shapes = _shapes(flags["output_shape_path"])
+    lines = Path(flags["input_list_path"]).read_text().split("\n")
+    if lines[-1] == "":
+        lines.pop()  # std::getline yields no empty last line after a final newline
+    cost = getattr(backend, "simulated_cost_s", None)
+    elapsed_ms, index = 0.0, 0
+    for line in lines:
+        files = (line[:-1] if line.endswith("\r") else line).split(" ")
+        con.check(len(files) == n, f"{HERE}:539", "main", "input_files.size() == num_inputs",
+                  f"Number of inputs ({n}) mismatch with input files ({len(files)})")
+        con.check(not in_shapes or len(in_shapes) == n, f"{HERE}:547", "main",
+                  "expected_input_shapes.size() == num_inputs",
+                  f"Number of inputs ({n}) mismatch with input shapes ({len(in_shapes)})")
+        inputs = []
+        for i, (name, (dtype, shape)) in enumerate(zip(files, specs)):
+            data = Path(name).read_bytes() if os.path.isfile(name) else None
+            size = len(data) if data is not None else 2**64 - 1  # tellg() == -1
+            nbytes = np.dtype(dtype).itemsize * math.prod(shape)
+            con.check(bool(in_shapes) or size == nbytes, f"{HERE}:570", "main",
+                      "file_size == tensor_meta->nbytes()",
+                      f"Input({i}) size mismatch. file bytes: {size}, tensor bytes: {nbytes}")
+            inputs.append(np.frombuffer(data or b"", dtype=dtype).reshape(
+                in_shapes[i] if in_shapes else shape))
+        con.log("I", f"{HERE}:598", f"Perform {flags['warm_up']} inference for warming up")
+        outputs, failed = None, None
+        for _ in range(flags["warm_up"]):
+            outputs = backend.execute(method, inputs)
+        con.log("I", f"{HERE}:604", f"Start inference ({index})")
+        start = clock.seconds()
+        for _ in range(flags["iteration"]):
+            try:
+                outputs = backend.execute(method, inputs)
+            except Exception as e:  # noqa: BLE001 - upstream only sees a failed status
+                failed = e
+            clock.extra += cost(method, 1) if cost else 0.0
+        took = int((clock.seconds() - start) * 1e6) / 1000.0  # microseconds, as ms
+        elapsed_ms += took
+        its = flags["iteration"]
+        con.log("I", f"{HERE}:617",
+                f"{its} inference took {took:f} ms, avg {took / its if its else math.nan:f} ms")
+        con.check(failed is None, f"{HERE}:623", "main", "status == Error::Ok",
+                  f"Execution of method {method} failed with status 0x1")
+        if outputs is None:  # --iteration 0 and no warm-up: run once, untimed (not modelled)
+            outputs = backend.execute(method, inputs)
+        for j, out in enumerate(outputs):
+            raw = np.ascontiguousarray(out).tobytes()
+            if out_shapes:
+                raw = raw[:np.asarray(out).itemsize * math.prod(out_shapes[j])]
+            try:
+                Path(flags["output_folder_path"], f"output_{index}_{j}.raw").write_bytes(raw)
+            except OSError:
+                pass  # std::ofstream on a missing folder: nothing written, no error
+        index += 1
+    avg = elapsed_ms / index if index else math.nan
+    con.log("I", f"{HERE}:661", f"Total {index} inference took {elapsed_ms:f} ms, avg {avg:f} ms")
+    try:
+        Path(flags["performance_output_path"]).write_text(f"{avg:g}")
+    except OSError:
+        con.check(False, f"{HERE}:675", "main", "false", "Error saving the inference speed file")
+
+
+def _run_default(flags: dict[str, Any], backend: Any, method: str, con: Console, clock: Clock,
+                 ) -> None:
+    """The no-input-list branch: inputs of ones (runner_util/inputs.cpp), timing log only."""
+    inputs = [np.ones(shape, dtype=dtype) for dtype, shape in backend.input_specs(method)]
+    con.log("I", f"{HERE}:684", "Input list not provided. Inputs prepared with default values set.")
+    try:
+        backend.execute(method, inputs)
+    except Exception:  # noqa: BLE001
+        con.check(False, f"{HERE}:690", "main", "status == Error::Ok",
+                  f"Execution of method {method} failed with status 0x1")
+    con.log("I", f"{HERE}:695", "Model executed successfully.")
+    con.log("I", f"{HERE}:698", f"Perform {flags['warm_up']} inferences for warming up")
+    for _ in range(flags["warm_up"]):
+        backend.execute(method, inputs)
+    start = clock.seconds()
+    for _ in range(flags["iteration"]):
+        backend.execute(method, inputs)
+    took = int((clock.seconds() - start) * 1e6) / 1000.0
+    its = flags["iteration"]
+    con.log("I", f"{HERE}:715",
+            f"{its} inferences took {took:f} ms, avg {took / its if its else math.nan:f} ms")
+
+
+def run(argv: list[str], factory: Callable[[str], Any] | None = None,
+        stdout: IO[str] | None = None, stderr: IO[str] | None = None,
+        scale: float | None = None) -> int:
+    """qnn_executor_runner.cpp:main; the exit code (ABORT_EXIT where upstream calls abort)."""
+    con = Console(stdout or sys.stdout, stderr or sys.stderr)
+    try:
+        flags, explicit, positional = parse_gflags(argv, FLAGS)
+    except FlagError as e:
+        con.stderr.write(f"{e}\n")
+        return 1
+    if positional:
+        con.log("E", f"{HERE}:219", "Extra commandline args: " + " ".join(positional))
+        return 1
+    if factory is None:
+        if not os.environ.get(BACKEND_ENV):
+            con.stderr.write(f"executor_runner_standin: {BACKEND_ENV} is not set\n")
+            return LIMIT_EXIT
+        factory = load_backend(os.environ[BACKEND_ENV])
+    try:
+        for name, what in RUNTIME_OPTIONS:
+            if name in explicit:
+                con.log("I", HERE, f"Setting runtime {what}: {flags[name]}")
+        if "heap_profiling_path" in explicit:
+            con.log("I", HERE,
+                    f"Setting runtime heap_profiling_path: {flags['heap_profiling_path']}")
+        model = flags["model_path"]
+        con.check(os.path.isfile(model), f"{HERE}:323", "main", "loader.ok()",
+                  "FileDataLoader::from() failed: 0x22")
+        try:
+            backend = factory(model)
+        except Exception:  # noqa: BLE001 - Program::load failing
+            con.log("E", f"{HERE}:332", f"Failed to parse model file {model}")
+            return 1
+        con.log("I", f"{HERE}:335", f"Model file {model} is loaded.")
+        method = backend.method_name(flags["method_index"])
+        con.check(method is not None, f"{HERE}:342", "main", "method_name_result.ok()",
+                  "Program has no methods")
+        con.log("I", f"{HERE}:345", f"Using method {method}")
+        con.log("I", f"{HERE}:416", "Method loaded.")
+        con.log("I", f"{HERE}:479", "Inputs prepared.")
+        clock = Clock(time_scale(scale))
+        if os.path.isfile(flags["input_list_path"]):
+            _run_list(flags, backend, method, con, clock)
+        else:
+            _run_default(flags, backend, method, con, clock)
+    except Abort:
+        con.stderr.flush()
+        return ABORT_EXIT
+    con.flush()
+    return 0
+
+
+class ExecutorchBackend:
+    """The .pte through ``executorch.runtime`` (QNN delegates on the x86 emulator)."""
+
+    def __init__(self, model_path: str) -> None:
+        if os.environ.get("QNN_SDK_ROOT"):
+            activate_qnn_sdk()
+        from executorch.runtime import Runtime
+
+        self.program = Runtime.get().load_program(Path(model_path))
+
+    def method_name(self, index: int) -> str | None:
+        program = self.program._program  # the pybinding keeps the methods' order
+        return program.get_method_name(index) if index < program.num_methods() else None
+
+    def input_specs(self, method: str) -> list[tuple[Any, tuple[int, ...]]]:
+        self.program.load_method(method)  # loaded before timing, as Program::load_method
+        meta = self.program.metadata(method)
+        infos = [meta.input_tensor_meta(i) for i in range(meta.num_inputs())]
+        return [(SCALAR_TYPES[t.dtype()], tuple(t.sizes())) for t in infos]
+
+    def execute(self, method: str, inputs: list[np.ndarray]) -> list[np.ndarray]:
+        import torch
+
+        outputs = self.program.load_method(method).execute([torch.from_numpy(a) for a in inputs])
+        return [o.numpy() if hasattr(o, "numpy") else np.asarray(o) for o in outputs]
+
+
+def executorch_backend(model_path: str) -> ExecutorchBackend:
+    """Factory for ``$QNN_GENAI_STANDIN_EXECUTOR_BACKEND``."""
+    return ExecutorchBackend(model_path)
+
+
+def write_executor_launcher(path: Path, backend: str, env: dict[str, str] | None = None,
+                            python: str = sys.executable) -> Path:
+    """An executable ``qnn_executor_runner`` stand-in backed by ``backend``."""
+    return write_launcher(path, "tests.support.executor_runner_standin",
+                          {BACKEND_ENV: backend, **(env or {})}, python)
+
+
+if __name__ == "__main__":
+    exit_like_upstream(run(sys.argv[1:]))
