@@ -70,8 +70,10 @@ class QnnSession:
                 raise pytest.UsageError(f"--qnn-compare-to: {e}") from None
         self.report: tuple[object, list[object], list[FigureDiff]] | None = None
         self.devices_checked = False
-        if self.settings.devices and self.workers and not self.is_worker:
-            self.check_devices()  # xdist workers cannot report a usage error: check now
+        if self.workers and not self.is_worker:  # xdist workers cannot report a usage error:
+            self.require_sdk()                   # the controller checks now (it collects nothing)
+            if self.settings.devices:
+                self.check_devices()
 
     # -- shared resources ---------------------------------------------------------------------
     @property
@@ -131,10 +133,7 @@ class QnnSession:
             if reason:
                 item.add_marker(pytest.mark.skip(reason=reason))
         if any(_needs_qnn(item) for item in items):
-            try:  # a missing compiler or SDK: one line before any test runs
-                self.sdk  # noqa: B018 (provisions the SDK)
-            except SdkError as e:
-                raise pytest.UsageError(str(e)) from None
+            self.require_sdk()
         if self.is_worker:
             return
         if any(i.get_closest_marker("perf") for i in items):
@@ -142,6 +141,13 @@ class QnnSession:
         if (self.settings.devices and not self.devices_checked
                 and any(_drives_phone(item) for item in items)):
             self.check_devices()
+
+    def require_sdk(self) -> None:
+        """Provision the SDK now; a missing compiler or SDK is one usage-error line."""
+        try:
+            self.sdk  # noqa: B018
+        except SdkError as e:
+            raise pytest.UsageError(str(e)) from None
 
     def check_devices(self) -> None:
         """Every ``--device`` problem as one usage-error line, before any test runs."""
@@ -209,8 +215,6 @@ class QnnSession:
         from pytest_qnn_genai.report.write import write_report
 
         s = self.settings
-        if self._results is None and s.report_dir is None and self.baseline is None:
-            return  # nothing recorded, nothing asked for
         if s.report_dir is not None:
             try:
                 goldens = load_goldens(s.golden_dir / "perf")
@@ -218,7 +222,7 @@ class QnnSession:
                 goldens = {}  # reported by the perf tests themselves
             self.report = write_report(s.report_dir, self.results, goldens, self.baseline,
                                        s.perf_noise)  # its diffs are against the baseline
-        else:
+        elif self.baseline is not None:
             self.report = (None, [], compare(self.results.perf_figures(),
                                              self.baseline.perf_figures(), s.perf_noise))
 
