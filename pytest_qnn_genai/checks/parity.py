@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from pytest_qnn_genai import text
 from pytest_qnn_genai.checks import numerics
 from pytest_qnn_genai.hybrid import GRAPH_METHODS
 
@@ -43,12 +44,8 @@ class Check:
                 "delta": _fmt(self.delta), "verdict": self.verdict}
 
 
-def _fmt(v: Any) -> str:
-    if isinstance(v, float):
-        return f"{v:.6g}"
-    if isinstance(v, (list, tuple)) and len(v) > 6:
-        return f"[{len(v)} items]"
-    return str(v)
+def _fmt(v: object) -> str:
+    return text.value(v, digits=6)  # scales need six digits to show a 1e-3 relative change
 
 
 def failures(checks: Iterable[Check]) -> str:

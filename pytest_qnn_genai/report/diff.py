@@ -10,6 +10,8 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from pytest_qnn_genai import text
+
 FigureKey = tuple[str, str, str]  # (model, target id, figure name)
 THRESHOLDS = (1.1, 1.2, 1.5, 2.0, 5.0, 10.0)  # plus ∞: a figure started or stopped working
 STARTED = "started working"
@@ -89,10 +91,6 @@ def compare(current: Mapping[FigureKey, float | None], previous: Mapping[FigureK
     return diffs
 
 
-def _num(value: float | None) -> str:
-    return "—" if value is None else f"{value:.4g}"
-
-
 def _ratio(ratio: float) -> str:
     return "∞" if math.isinf(ratio) else f"{ratio:.2f}x"
 
@@ -103,6 +101,6 @@ def render_table(diffs: Sequence[FigureDiff]) -> str:
         return "_No figures to show._\n"
     lines = ["| model | target | figure | previous | current | speed-up | change |",
              "|---|---|---|---:|---:|---:|---|"]
-    lines += [f"| {d.model} | {d.target} | {d.figure} | {_num(d.previous)} | {_num(d.current)} "
-              f"| {_ratio(d.ratio)} | {d.bucket} |" for d in diffs]
+    lines += [f"| {d.model} | {d.target} | {d.figure} | {text.number(d.previous)} "
+              f"| {text.number(d.current)} | {_ratio(d.ratio)} | {d.bucket} |" for d in diffs]
     return "\n".join(lines) + "\n"

@@ -1,11 +1,11 @@
 """``summary.md``: a run's verdicts, numerics and tok/s per model × target, as markdown tables."""
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from pytest_qnn_genai import text
 from pytest_qnn_genai.files import write_text_atomic
 from pytest_qnn_genai.golden.perf import GoldenPerf
 from pytest_qnn_genai.report.diff import (
@@ -20,14 +20,7 @@ SUMMARY_NAME = "summary.md"
 _NUMERIC_MAIN = ("sqnr_db", "cosine")
 
 
-def _cell(text: Any) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ")
-
-
-def _fmt(value: Any) -> str:
-    if isinstance(value, float):
-        return ("∞" if value > 0 else "-∞") if math.isinf(value) else f"{value:.4g}"
-    return "—" if value is None else _cell(value)
+_cell = _fmt = text.cell
 
 
 def _details(values: Mapping[str, Any], skip: tuple[str, ...] = ()) -> str:
