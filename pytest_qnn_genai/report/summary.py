@@ -20,15 +20,14 @@ SUMMARY_NAME = "summary.md"
 _NUMERIC_MAIN = ("sqnr_db", "cosine")
 
 
-_cell = _fmt = text.cell
 
 
 def _details(values: Mapping[str, Any], skip: tuple[str, ...] = ()) -> str:
-    return ", ".join(f"{k}={_fmt(v)}" for k, v in values.items() if k not in skip)
+    return ", ".join(f"{k}={text.cell(v)}" for k, v in values.items() if k not in skip)
 
 
 def _test_name(r: Record) -> str:
-    return _cell(r.test.rsplit("::", 1)[-1] or "—")
+    return text.cell(r.test.rsplit("::", 1)[-1] or "—")
 
 
 def _header(results: ResultsFile) -> str:
@@ -40,22 +39,22 @@ def _header(results: ResultsFile) -> str:
             ("devices", ", ".join(h.devices) or "x86-emulator"),
             *((k, v) for k, v in sorted(h.versions.items())), ("git", h.git_sha or "unknown"),
             ("records", f"{len(results.records)} ({counts or 'no verdicts'})")]
-    table = ["| | |", "|---|---|"] + [f"| {k} | {_cell(v)} |" for k, v in rows]
+    table = ["| | |", "|---|---|"] + [f"| {k} | {text.cell(v)} |" for k, v in rows]
     return f"# QNN GenAI gate — {h.date[:10]}\n\n" + "\n".join(table) + "\n"
 
 
 def _parity(records: list[Record]) -> list[str]:
     out = ["| test | verdict | details |", "|---|---|---|"]
     out += [f"| {_test_name(r)} | {r.verdict or '—'} | "
-            f"{_cell('; '.join(x for x in (_details(r.values), r.note) if x)) or '—'} |"
+            f"{text.cell('; '.join(x for x in (_details(r.values), r.note) if x)) or '—'} |"
             for r in records]
     return out
 
 
 def _numerics(records: list[Record]) -> list[str]:
     out = ["| test | SQNR (dB) | cosine | other | verdict |", "|---|---:|---:|---|---|"]
-    out += [f"| {_test_name(r)} | {_fmt(r.values.get('sqnr_db'))} | "
-            f"{_fmt(r.values.get('cosine'))} | {_details(r.values, _NUMERIC_MAIN) or '—'} | "
+    out += [f"| {_test_name(r)} | {text.cell(r.values.get('sqnr_db'))} | "
+            f"{text.cell(r.values.get('cosine'))} | {_details(r.values, _NUMERIC_MAIN) or '—'} | "
             f"{r.verdict or '—'} |" for r in records]
     return out
 
@@ -71,8 +70,8 @@ def _perf(records: list[Record], golden: GoldenPerf | None,
             floor = golden.floor(r.soc, r.backend, name) if golden else None
             vs = f"{value / floor:.0%}" if floor else "—"
             d = diffs.get((r.model, r.target, name))
-            prev, change = (_fmt(d.previous), d.bucket) if d else ("—", "—")
-            out.append(f"| {name} | {_fmt(float(value))} | {_fmt(floor)} | {vs} | {prev} | "
+            prev, change = (text.cell(d.previous), d.bucket) if d else ("—", "—")
+            out.append(f"| {name} | {text.cell(float(value))} | {text.cell(floor)} | {vs} | {prev} | "
                        f"{change} | {r.verdict or '—'} |")
     notes = [f"- {_test_name(r)}: {r.note}" for r in records if r.note]
     if records and records[0].is_emulator:
