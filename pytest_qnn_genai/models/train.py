@@ -14,6 +14,7 @@ import json
 import math
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -240,19 +241,21 @@ def run(cfg: Config) -> dict[str, object]:
     return facts
 
 
-def main(argv: list[str] | None = None) -> None:
-    """Command-line entry point."""
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def cli(run_fn: Callable[..., dict[str, object]], config_cls: type, doc: str,
+        argv: list[str] | None = None) -> None:
+    """The trainers' shared command line: every Config field as a flag, ``--golden`` to write the
+    fp32 continuation golden file as well."""
+    ap = argparse.ArgumentParser(description=doc.splitlines()[0])
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--golden", type=Path, help="also write the fp32 continuation golden JSON here")
-    defaults = Config(out=Path("."))
+    defaults = config_cls(out=Path("."))
     for name in ("seed", "n_stories", "steps", "batch", "seq_len", "lr", "min_lr", "warmup",
                  "weight_decay", "threads", "n_calibration", "n_held_out"):
         value = getattr(defaults, name)
         ap.add_argument("--" + name.replace("_", "-"), type=type(value), default=value)
     args = vars(ap.parse_args(argv))
     golden = args.pop("golden")
-    facts = run(Config(**args))
+    facts = run_fn(config_cls(**args))
     print(json.dumps({k: v for k, v in facts.items() if not k.endswith("_ids")}, indent=1))
     if golden:
         record = {"prompt": EVAL_PROMPT, "prompt_ids": facts["prompt_ids"], "n": EVAL_TOKENS,
@@ -260,6 +263,11 @@ def main(argv: list[str] | None = None) -> None:
         golden.parent.mkdir(parents=True, exist_ok=True)
         golden.write_text("{\n" + ",\n".join(f" {json.dumps(k)}: {json.dumps(v)}"
                                                for k, v in record.items()) + "\n}\n")
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Command-line entry point."""
+    cli(run, Config, __doc__, argv)
 
 
 if __name__ == "__main__":
