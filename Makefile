@@ -33,8 +33,9 @@ lint: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/lint-imports
 
+# the fast tier: no builds; both cores (pytest-xdist) keep it near half a minute
 unit: install
-	$(PY) -m pytest tests/unit $(PYTEST_ARGS)
+	$(PY) -m pytest tests/unit -n 2 $(PYTEST_ARGS)
 
 test: lint adb
 	@$(PY) -m pytest tests suites --soc $(SOC) $(PYTEST_ARGS); rc=$$?; \
