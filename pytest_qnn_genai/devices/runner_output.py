@@ -1,15 +1,20 @@
 """Parse what ``qnn_llama_runner`` leaves behind into :class:`~pytest_qnn_genai.results.RunResult`.
 
-Formats (ExecuTorch ``extension/llm/runner/stats.h`` and ``examples/qualcomm/oss_scripts/llama``):
+Formats (ExecuTorch ``extension/llm/runner/stats.h`` and ``examples/qualcomm/oss_scripts/llama``
+at main cff6f4dd = 1.5.1):
 
 * the run log has ``PyTorchObserver {json}`` (``printf``) with ``prompt_tokens``,
   ``generated_tokens``, ``*_ms`` timestamps and, only when the interval is positive,
   ``prefill_token_per_sec = prompt_tokens / (prompt_eval_end - inference_start)`` and
   ``decode_token_per_sec = generated_tokens / (inference_end - prompt_eval_end)``; then
   ``ET_LOG`` lines ``Prompt evaluation: X (seconds) Rate: Y (tokens/second)`` and
-  ``Generated N tokens: X (seconds) Rate: Y (tokens/second)`` (the fallback);
-* ``outputs.txt`` holds the echoed prompt followed by the generated text;
-* ``inference_speed.txt`` holds one float: generated tokens over total inference time;
+  ``Generated N tokens: X (seconds) Rate: Y (tokens/second)`` (the fallback); a decode step that
+  yields EOS logs ``Reached to the end of generation`` (:data:`REACHED_EOS`);
+* ``outputs.txt`` holds the echoed prompt (the ``--tokenized_prompt`` file's path when the prompt
+  came as ids), the prefill token's piece, then every decode step's piece, the EOS piece included
+  (``</s>`` for a llama2.c tokenizer); an EOS from prefill is printed and generation goes on;
+* ``inference_speed.txt`` holds one float: decode steps over total inference time (the prompt
+  rate when nothing was decoded) — not the generated tokens' rate;
 * ``--dump_logits_path`` writes the raw logits tensors back to back, no header: every prefill
   chunk (``ar_len`` rows each, padding rows included), then one row per decode step. Elements
   are uint16 (quantized) or float32 when the model's logits are 32-bit. The runner refuses the
@@ -18,9 +23,10 @@ Formats (ExecuTorch ``extension/llm/runner/stats.h`` and ``examples/qualcomm/oss
 In that layout generated token 0 comes from prefill row ``P - 1`` (``P`` prompt tokens) and
 generated token ``k >= 1`` from decode row ``k - 1``.
 
-qnn_llama_runner's ``generated_tokens`` counts decode steps only; the token that prefill produced
-is not in it. ``PerfStats.generated_tokens`` here counts every produced token (observer value
-+ 1), as the x86 host runner does; the decode rate is the observer's (decode steps / decode time).
+qnn_llama_runner's ``generated_tokens`` counts decode steps only, EOS included; the token that
+prefill produced is not in it. ``PerfStats.generated_tokens`` here counts every produced token
+(observer value + 1), as the x86 host runner does; the decode rate is the observer's (decode
+steps / decode time).
 """
 from __future__ import annotations
 
@@ -35,6 +41,7 @@ import numpy as np
 from pytest_qnn_genai.runtime.result import PerfStats, RunResult
 
 OBSERVER_PREFIX = "PyTorchObserver "
+REACHED_EOS = "Reached to the end of generation"  # token_generator.cpp, after a decode EOS
 _NUMBER = r"([-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?)"
 _PROMPT_EVAL = re.compile(r"Prompt evaluation:\s*" + _NUMBER + r"\s*\(seconds\)\s*Rate:\s*" + _NUMBER)
 _GENERATED = re.compile(r"Generated\s+(\d+)\s+tokens:\s*" + _NUMBER + r"\s*\(seconds\)\s*Rate:\s*"
@@ -146,17 +153,26 @@ def read_inference_speed(path: Path) -> float:
         raise RunnerOutputError(f"{path} does not hold one number: {text[:80]!r}") from exc
 
 
-def read_logits(path: Path, vocab_size: int, quant: LogitsQuant) -> np.ndarray:
-    """All dumped rows, dequantized to float32, shape ``[rows, vocab_size]``."""
-    dtype = np.dtype(quant.dtype)
-    raw = np.fromfile(path, dtype=dtype)
+def read_raw_logits(path: Path, vocab_size: int, dtype: str = "uint16") -> np.ndarray:
+    """All dumped rows as the runner wrote them, shape ``[rows, vocab_size]``."""
+    raw = np.fromfile(path, dtype=np.dtype(dtype))
     if raw.size % vocab_size:
         raise RunnerOutputError(f"{path}: {raw.size} {dtype} values is not a whole number of "
                                 f"rows of vocab size {vocab_size}")
-    rows = raw.reshape(-1, vocab_size)
-    if dtype == np.float32:
+    return raw.reshape(-1, vocab_size)
+
+
+def dequantize(rows: np.ndarray, quant: LogitsQuant) -> np.ndarray:
+    """``(q - zero_point) * scale`` as float32 (device_evaluator.py:post_process_logits); float
+    rows are copied as they are."""
+    if rows.dtype == np.float32:
         return rows.astype(np.float32, copy=True)
-    return ((rows.astype(np.float32) - np.float32(quant.zero_point)) * np.float32(quant.scale))
+    return (rows.astype(np.float32) - np.float32(quant.zero_point)) * np.float32(quant.scale)
+
+
+def read_logits(path: Path, vocab_size: int, quant: LogitsQuant) -> np.ndarray:
+    """All dumped rows, dequantized to float32, shape ``[rows, vocab_size]``."""
+    return dequantize(read_raw_logits(path, vocab_size, quant.dtype), quant)
 
 
 def generated_token_logits(rows: np.ndarray, prompt_tokens: int, prefill_ar_len: int = 1) -> np.ndarray:

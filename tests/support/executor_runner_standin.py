@@ -6,6 +6,8 @@ default (``FLAGS``); a positional argument is refused ("Extra commandline args: 
 
 * ``--model_path`` missing: abort "FileDataLoader::from() failed: 0x22" (SIGABRT, shell 134);
   ``--method_index`` picks the program's i-th method (past the end: abort "Program has no methods");
+  a method that fails to load (a delegate whose init fails returns Internal = 0x1) aborts
+  "Loading of method <name> failed with status 0x1";
 * if ``--input_list_path`` opens, each line is one inference: raw input files split on single
   spaces (a trailing ``\\r`` dropped), exactly one per method input (else abort "Number of inputs
   (N) mismatch with input files (M)"), each exactly the tensor's byte size (else abort
@@ -21,8 +23,9 @@ default (``FLAGS``); a positional argument is refused ("Extra commandline args: 
 Backends: ``$QNN_GENAI_STANDIN_EXECUTOR_BACKEND`` names ``module:function`` called with the
 model path, returning an object with ``method_name(index) -> str | None``,
 ``input_specs(method) -> [(numpy dtype, shape)]`` and ``execute(method, inputs) -> [arrays]``
-(optional ``simulated_cost_s(method, 1)``). :func:`executorch_backend` runs the .pte with
-``executorch.runtime`` (the QNN x86 emulator when ``$QNN_SDK_ROOT`` is set).
+(optional ``simulated_cost_s(method, 1)``).
+``tests.support.standin_backends:executorch_backend`` runs the .pte with ``executorch.runtime``
+(the QNN x86 emulator when ``$QNN_SDK_ROOT`` is set).
 ``$QNN_GENAI_STANDIN_TIME_SCALE`` scales reported times, as in the llama stand-in.
 """
 from __future__ import annotations
@@ -184,6 +187,7 @@ def write_launcher(path: Path, module: str, env: dict[str, str], python: str = s
                    ) -> Path:
     """An executable that runs ``python -m module "$@"`` with ``env`` and this repo importable."""
     exports = "".join(f"export {k}='{v}'\n" for k, v in env.items())
+    path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(f"#!/bin/sh\n{exports}"
                     f"export PYTHONPATH='{REPO_ROOT}'${{PYTHONPATH:+:$PYTHONPATH}}\n"
                     f"exec '{python}' -m {module} \"$@\"\n")
@@ -346,6 +350,11 @@ def run(argv: list[str], factory: Callable[[str], Any] | None = None,
         con.check(method is not None, f"{HERE}:342", "main", "method_name_result.ok()",
                   "Program has no methods")
         con.log("I", f"{HERE}:345", f"Using method {method}")
+        try:
+            backend.input_specs(method)  # Program::load_method (delegate init included)
+        except Exception:  # noqa: BLE001 - e.g. a context binary the backend cannot create
+            con.check(False, f"{HERE}:411", "main", "method.ok()",
+                      f"Loading of method {method} failed with status 0x1")
         con.log("I", f"{HERE}:416", "Method loaded.")
         con.log("I", f"{HERE}:479", "Inputs prepared.")
         clock = Clock(time_scale(scale))
@@ -360,39 +369,9 @@ def run(argv: list[str], factory: Callable[[str], Any] | None = None,
     return 0
 
 
-class ExecutorchBackend:
-    """The .pte through ``executorch.runtime`` (QNN delegates on the x86 emulator)."""
-
-    def __init__(self, model_path: str) -> None:
-        if os.environ.get("QNN_SDK_ROOT"):
-            activate_qnn_sdk()
-        from executorch.runtime import Runtime
-
-        self.program = Runtime.get().load_program(Path(model_path))
-
-    def method_name(self, index: int) -> str | None:
-        program = self.program._program  # the pybinding keeps the methods' order
-        return program.get_method_name(index) if index < program.num_methods() else None
-
-    def input_specs(self, method: str) -> list[tuple[Any, tuple[int, ...]]]:
-        self.program.load_method(method)  # loaded before timing, as Program::load_method
-        meta = self.program.metadata(method)
-        infos = [meta.input_tensor_meta(i) for i in range(meta.num_inputs())]
-        return [(SCALAR_TYPES[t.dtype()], tuple(t.sizes())) for t in infos]
-
-    def execute(self, method: str, inputs: list[np.ndarray]) -> list[np.ndarray]:
-        import torch
-
-        outputs = self.program.load_method(method).execute([torch.from_numpy(a) for a in inputs])
-        return [o.numpy() if hasattr(o, "numpy") else np.asarray(o) for o in outputs]
-
-
-def executorch_backend(model_path: str) -> ExecutorchBackend:
-    """Factory for ``$QNN_GENAI_STANDIN_EXECUTOR_BACKEND``."""
-    return ExecutorchBackend(model_path)
-
-
-def write_executor_launcher(path: Path, backend: str, env: dict[str, str] | None = None,
+def write_executor_launcher(path: Path,
+                            backend: str = "tests.support.standin_backends:executorch_backend",
+                            env: dict[str, str] | None = None,
                             python: str = sys.executable) -> Path:
     """An executable ``qnn_executor_runner`` stand-in backed by ``backend``."""
     return write_launcher(path, "tests.support.executor_runner_standin",

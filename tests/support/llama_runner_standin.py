@@ -17,34 +17,29 @@ was decoded. ``--dump_logits_path`` needs ``--eval_mode 0`` (else abort): raw pr
 raw decode rows, in the model's logits dtype. stdout: ``PyTorchObserver {json}`` per turn (its
 ``generated_tokens`` counts decode steps, EOS included, prefill token excluded); stderr: ET_LOG.
 
-Backends: ``$QNN_GENAI_STANDIN_BACKEND`` names ``module:function``, called with a
-:class:`LoadRequest`, returning an object with ``context_len``, ``eos_id``, ``ar_len(method)``,
-``encode(text, n_bos) -> ids``, ``decode(prev, token) -> bytes`` and ``execute(method, tokens,
-start_pos) -> raw logits [ar_len, vocab]`` (method ``prefill_forward`` or ``kv_forward``; it
-appends ``len(tokens)`` KV entries at ``start_pos``). Optional: ``simulated_load_s``, reported
-instead of the construction's wall time, and ``simulated_cost_s(method, n_tokens)``, added per
-call. ``$QNN_GENAI_STANDIN_TIME_SCALE`` (test-only) multiplies every reported duration: a slow
-phone. Not modelled: lookahead speculation hits (eval_mode 2 takes one token per step) and
-attention sink (refused, exit 2).
+Backends (:mod:`tests.support.standin_backends`, which states their interface) are named by
+``$QNN_GENAI_STANDIN_BACKEND`` as ``module:function`` and called with a :class:`LoadRequest`; they
+only tokenize, decode pieces and execute methods. ``$QNN_GENAI_STANDIN_TIME_SCALE`` (test-only)
+multiplies every reported duration: a slow phone. Not modelled: lookahead speculation hits
+(eval_mode 2 takes one token per step) and attention sink (refused, exit 2).
 """
 from __future__ import annotations
 
-import json
 import os
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
 import numpy as np
 
 from tests.support import executor_runner_standin as common
+from tests.support.chat_templates import VERSIONS, format_prompt
 from tests.support.executor_runner_standin import Abort, Clock, Console
 
 BACKEND_ENV = "QNN_GENAI_STANDIN_BACKEND"
-TOY_ENV = "QNN_GENAI_STANDIN_TOY"
 PREFILL, KV = "prefill_forward", "kv_forward"
 RC, TG, LHD = "runner.cpp", "token_generator.cpp", "lhd_token_generator.cpp"
 
@@ -58,32 +53,6 @@ FLAGS: dict[str, tuple[type, Any]] = {
     "system_prompt": (str, ""), "temperature": (float, 0.0), "seq_len": (int, 128),
     "eval_mode": (int, 1), "shared_buffer": (bool, False), "num_iters": (int, 1),
     "ngram": (int, 0), "window": (int, 0), "gcap": (int, 0)}
-
-# version -> (template, system block used only with --system_prompt, extra EOS pieces):
-# qnn_llama_runner.cpp:get_formatted_prompt and runner.cpp:Runner::load
-_GEMMA = "<start_of_turn>user\n{P}<end_of_turn>\n<start_of_turn>model\n"
-VERSIONS: dict[str, tuple[str, str, tuple[str, ...]]] = {
-    "llama2": ("{P}", "", ()), "qwen2_5": ("{P}", "", ()),
-    "codegen": ("{P}", "", ("<|endoftext|>",)),
-    "llama3": ("{S}<|start_header_id|>user<|end_header_id|>\n\n{P}<|eot_id|>"
-               "<|start_header_id|>assistant<|end_header_id|>\n\n",
-               "<|start_header_id|>system<|end_header_id|>\n\n{sys}<|eot_id|>", ("<|eot_id|>",)),
-    "gemma": (_GEMMA + "{S}", "{sys}<end_of_turn>\n", ("<end_of_turn>",)),
-    "gemma2": (_GEMMA, "", ("<end_of_turn>",)),
-    "gemma3": (_GEMMA + "{S}", "{sys}<end_of_turn>\n", ("<end_of_turn>",)),
-    "gemma4": ("<bos>{S}<|turn>user\n{P}<turn|>\n<|turn>model\n", "<|turn>system\n{sys}<turn|>\n",
-               ("<turn|>",)),
-    "granite": ("{S}<|start_of_role|>user<|end_of_role|>{P}<|end_of_text|>\n"
-                "<|start_of_role|>assistant<|end_of_role|>",
-                "<|start_of_role|>system<|end_of_role|>{sys}<|end_of_text|>\n", ()),
-    "phi_4_mini": ("{S}<|user|>{P}<|end|><|assistant|>", "<|system|>{sys}<|end|>", ("<|end|>",)),
-    "qwen3": ("<|im_start|>user\n{P}<|im_end|>\n{S}<|im_start|>assistant",
-              "<|im_start|>system\n{sys}<|im_end|>\n", ("<|im_end|>",)),
-    "smollm2_135m": ("{S}<|im_start|>user\n{P}<|im_end|>\n<|im_start|>assistant\n\n",
-                     "<|im_start|>system\n{sys}<|im_end|>\n", ("<|im_end|>",)),
-    "smollm3": ("{S}<|im_start|>user\n{P}<|im_end|>\n<|im_start|>assistant\n",
-                "<|im_start|>system\n{sys}\n\n", ("<|im_end|>",)),
-    "glm": ("<|user|>\n{P}{S}<|assistant|>\n", "<|system|>\n{sys}", ("<|user|>",))}
 
 SEQ_COND = ("!c10::add_overflows( cur_pos_, static_cast<int64_t>(num_prompt_tokens), &end_pos) "
             "&& end_pos < static_cast<int64_t>(seq_len)")
@@ -345,13 +314,6 @@ class Runner:
             log("E", f"{RC}:62", "Error saving the inference speed file")
 
 
-def format_prompt(flags: dict[str, Any], prompt: str) -> str:
-    """qnn_llama_runner.cpp:get_formatted_prompt."""
-    template, system, _ = VERSIONS[flags["decoder_model_version"]]
-    block = system.replace("{sys}", flags["system_prompt"]) if flags["system_prompt"] else ""
-    return template.replace("{S}", block).replace("{P}", prompt)
-
-
 def run(argv: list[str], factory: Callable[[LoadRequest], Any] | None = None,
         stdout: IO[str] | None = None, stderr: IO[str] | None = None,
         scale: float | None = None) -> int:
@@ -401,94 +363,11 @@ def run(argv: list[str], factory: Callable[[LoadRequest], Any] | None = None,
     return 0
 
 
-class EmulatorBackend:
-    """The project's x86-emulator HybridRunner (hybrid .pte, AR-1 kv_forward) + tokenizer.bin."""
-
-    def __init__(self, request: LoadRequest) -> None:
-        common.activate_qnn_sdk()
-        from pytest_qnn_genai.runtime.host_runner import HybridRunner
-        from tests.support.emulator_runner_backend import Llama2cVocab
-
-        self.vocab = Llama2cVocab.load(request.tokenizer_path)
-        self.runner = HybridRunner(request.model_path)
-        self.runner._reset()  # empty KV caches; each _step appends at its n_past
-        self._io = {io.name: io for io in (self.runner.prefill, self.runner.decode)}
-        self.context_len, self.eos_id = self.runner.context_len, self.vocab.eos
-        self.simulated_load_s = self.runner.load_s  # program + methods, not imports/activation
-
-    def ar_len(self, method: str) -> int:
-        return self._io[method].ar_len
-
-    def encode(self, text: str, n_bos: int) -> list[int]:
-        return [self.vocab.bos] * n_bos + self.vocab.encode(text)[1:]
-
-    def decode(self, prev: int, token: int) -> bytes:
-        return self.vocab.piece_bytes(prev, token)
-
-    def execute(self, method: str, tokens: list[int], start_pos: int) -> np.ndarray:
-        return self.runner._step(self._io[method], tokens, start_pos, []).numpy()
-
-
-def emulator_backend(request: LoadRequest) -> EmulatorBackend:
-    """``$QNN_GENAI_STANDIN_BACKEND=tests.support.llama_runner_standin:emulator_backend``."""
-    return EmulatorBackend(request)
-
-
-@dataclass
-class ToyBackend:
-    """Model-free and deterministic: ids 0 <unk>, 1 <s>, 2 </s>; a word w encodes to
-    3 + len(w) % (vocab - 3); the row of position p peaks at EOS when p is in ``eos_at``, else at
-    3 + p % (vocab - 3); pieces are " t<id>" (no leading space after BOS) and "</s>"."""
-
-    context_len: int = 128
-    prefill_ar: int = 32
-    kv_ar: int = 1
-    vocab: int = 64
-    eos_at: tuple[int, ...] = ()
-    dtype: str = "uint16"
-    simulated_load_s: float = 0.0
-    prefill_call_s: float = 0.0
-    kv_call_s: float = 0.0
-    bos_id: int = 1
-    eos_id: int = 2
-    calls: list[tuple[str, int, int]] = field(default_factory=list)
-
-    def ar_len(self, method: str) -> int:
-        return self.prefill_ar if method == PREFILL else self.kv_ar
-
-    def encode(self, text: str, n_bos: int) -> list[int]:
-        return [self.bos_id] * n_bos + [3 + len(w) % (self.vocab - 3) for w in text.split()]
-
-    def decode(self, prev: int, token: int) -> bytes:
-        piece = b"</s>" if token == self.eos_id else f" t{token}".encode()
-        return piece[1:] if prev == self.bos_id and piece.startswith(b" ") else piece
-
-    def predicted(self, pos: int) -> int:
-        return self.eos_id if pos in self.eos_at else 3 + pos % (self.vocab - 3)
-
-    def execute(self, method: str, tokens: list[int], start_pos: int) -> np.ndarray:
-        self.calls.append((method, len(tokens), start_pos))
-        rows = np.full((self.ar_len(method), self.vocab), 100, dtype=self.dtype)
-        for i in range(rows.shape[0]):
-            rows[i, self.predicted(start_pos + i)] = 60000
-        return rows
-
-    def simulated_cost_s(self, method: str, n_tokens: int) -> float:
-        return self.prefill_call_s if method == PREFILL else self.kv_call_s
-
-
-def toy_backend(request: LoadRequest) -> ToyBackend:
-    """A :class:`ToyBackend` with the fields given as JSON in ``$QNN_GENAI_STANDIN_TOY``."""
-    config = json.loads(os.environ.get(TOY_ENV) or "{}")
-    config["eos_at"] = tuple(config.get("eos_at", ()))
-    return ToyBackend(**config)
-
-
-def write_launcher(path: Path, backend: str = "tests.support.llama_runner_standin:toy_backend",
+def write_launcher(path: Path, backend: str = "tests.support.standin_backends:toy_backend",
                    env: dict[str, str] | None = None, python: str = sys.executable) -> Path:
     """An executable ``qnn_llama_runner`` (push it to the fake device) running this stand-in."""
     return common.write_launcher(path, "tests.support.llama_runner_standin",
-                           {BACKEND_ENV: backend, **(env or {})}, python)
+                                 {BACKEND_ENV: backend, **(env or {})}, python)
 
 
 if __name__ == "__main__":

@@ -2,7 +2,8 @@
 
 Citations are file:function in pytorch/executorch at main cff6f4dd (= the 1.5.1 wheel's sources;
 release/1.4 identical for every rule here except the observer keys). Backends are the model-free
-``ToyBackend`` (llama) and ``ToyExecutor`` below: no QNN, no executorch, seconds to run.
+``standin_backends.ToyBackend`` (llama) and ``ToyExecutor`` below: no QNN, no executorch, seconds
+to run.
 ToyBackend: the prompt "hello big world now" is BOS + 4 words = 5 tokens; the row of position p
 predicts token 3 + p % 61 (piece " t<id>") or EOS ("</s>") when p is in ``eos_at``.
 """
@@ -20,6 +21,7 @@ import pytest
 
 from tests.support import executor_runner_standin as ex
 from tests.support import llama_runner_standin as ll
+from tests.support import standin_backends as sb
 
 PROMPT = "hello big world now"
 P = 5
@@ -31,7 +33,7 @@ class Run:
     stdout: str
     stderr: str
     dir: Path
-    backend: ll.ToyBackend
+    backend: sb.ToyBackend
 
     @property
     def text(self) -> str | None:
@@ -59,7 +61,7 @@ def llama(tmp_path: Path, *args: str, prompt: str | None = PROMPT, scale: float 
     tmp_path.mkdir(parents=True, exist_ok=True)
     (tmp_path / "m.pte").touch()
     (tmp_path / "tok.bin").touch()
-    backend = ll.ToyBackend(**{"context_len": 64, "prefill_ar": 4, **toy})
+    backend = sb.ToyBackend(**{"context_len": 64, "prefill_ar": 4, **toy})
     argv = ["--model_path", str(tmp_path / "m.pte"), "--tokenizer_path", str(tmp_path / "tok.bin"),
             "--output_path", str(tmp_path / "outputs.txt"),
             "--performance_output_path", str(tmp_path / "inference_speed.txt"), *args]
@@ -289,7 +291,7 @@ def test_load_failures(tmp_path):
 def test_real_process_aborts_through_a_shell(tmp_path):
     """The launcher runs the stand-in as a process: a real SIGABRT, shell status 134."""
     launcher = ll.write_launcher(tmp_path / "qnn_llama_runner",
-                                 env={ll.TOY_ENV: json.dumps({"context_len": 64})})
+                                 env={sb.TOY_ENV: json.dumps({"context_len": 64})})
     (tmp_path / "m.pte").touch()
     (tmp_path / "t.bin").touch()
     base = f"cd {tmp_path} && ./qnn_llama_runner --model_path m.pte --tokenizer_path t.bin " \
@@ -304,14 +306,20 @@ def test_real_process_aborts_through_a_shell(tmp_path):
 
 
 class ToyExecutor:
-    """Program with methods forward/second; inputs f32[2,3], i32[4]; outputs (a*2, b+1)."""
+    """Program with methods forward/second; inputs f32[2,3], i32[4]; outputs (a*2, b+1).
+    ``broken``: its methods fail to load (as a delegate whose init fails)."""
 
     methods = ("forward", "second")
+
+    def __init__(self, broken: bool = False) -> None:
+        self.broken = broken
 
     def method_name(self, index: int) -> str | None:
         return self.methods[index] if index < len(self.methods) else None
 
     def input_specs(self, method: str) -> list:
+        if self.broken:
+            raise RuntimeError("Init failed for backend QnnBackend: 0x1")
         return [(np.float32, (2, 3)), (np.int32, (4,))]
 
     def execute(self, method: str, inputs: list) -> list:
@@ -321,7 +329,8 @@ class ToyExecutor:
         return 0.01
 
 
-def executor(tmp_path: Path, lines: list[str] | None, *args: str, outputs: bool = True):
+def executor(tmp_path: Path, lines: list[str] | None, *args: str, outputs: bool = True,
+             broken: bool = False):
     """Run the executor stand-in in-process; list entries are made absolute (the phone's are
     relative to the workspace the runner is started in)."""
     tmp_path.mkdir(parents=True, exist_ok=True)
@@ -338,7 +347,7 @@ def executor(tmp_path: Path, lines: list[str] | None, *args: str, outputs: bool 
             str(tmp_path / "input_list.txt"), "--output_folder_path", str(tmp_path / "outputs"),
             "--performance_output_path", str(tmp_path / "inference_speed.txt"), *args]
     err = io.StringIO()
-    code = ex.run(argv, lambda path: ToyExecutor(), io.StringIO(), err)
+    code = ex.run(argv, lambda path: ToyExecutor(broken), io.StringIO(), err)
     return code, err.getvalue()
 
 
@@ -373,6 +382,14 @@ EXECUTOR_ABORT_ROWS = [  # qnn_executor_runner.cpp:main ET_CHECK_MSGs
 def test_executor_aborts(tmp_path, lines, args, message):
     code, err = executor(tmp_path, lines, *args)
     assert code == 134 and re.search(re.escape(message) + "$", err, re.M)
+
+
+def test_executor_method_that_fails_to_load_aborts(tmp_path):
+    # qnn_executor_runner.cpp:main: ET_CHECK_MSG(method.ok(), "Loading of method %s failed ...")
+    code, err = executor(tmp_path, SIMPLEADB_LIST, broken=True)
+    assert code == 134
+    assert err.splitlines()[-1].endswith("(method.ok()): Loading of method forward failed with "
+                                         "status 0x1")
 
 
 def test_executor_quiet_cases(tmp_path):

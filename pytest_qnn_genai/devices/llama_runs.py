@@ -1,0 +1,229 @@
+"""A generation on a phone, held to ``qnn_llama_runner``'s contract as upstream implements it.
+
+Contract (ExecuTorch examples/qualcomm/oss_scripts/llama at main cff6f4dd = 1.5.1; release/1.4
+behaves the same), checked here so that a runner that breaks it fails the run, never passes it:
+
+* **The request.** Both runs get the prompt as ids (``--tokenized_prompt``, uint64, BOS included;
+  the runner adds none and applies no chat template), so the phone sees the very ids the
+  emulator, the references and the golden continuation use. ``--seq_len`` S counts prompt +
+  output: a P-token prompt yields S - P new tokens, one from prefill and S - 1 - P decode steps
+  (token_generator.cpp ``TokenGenerator::generate``), so N new tokens take S = P + N. The runner
+  aborts when P >= S (runner.cpp), its hybrid prompt processor when P > context - prefill AR
+  (prompt_processor.cpp ``PromptProcessor::prefill``), and it *clamps* S above the compiled
+  context with only a log line, which would return fewer tokens: all three are refused here
+  first (:class:`RunnerRequestError`, one line). ``--shared_buffer`` is passed exactly when the
+  program was compiled with it (read back out of the .pte, ``compile_options``); upstream passes
+  it to every phone build (device_evaluator.py ``EvalBase._init_runner_base_cmd``).
+* **The result.** The observer's ``prompt_tokens`` is P; its ``generated_tokens`` G counts decode
+  steps, EOS included, so the run produced G + 1 tokens: exactly N, unless a decode step yielded
+  EOS (logged "Reached to the end of generation", its piece the last thing in outputs.txt; then
+  at most N). An EOS from prefill is not a stop. A run that exits 0 without an observer line
+  generated nothing (with ``--tokenized_prompt`` upstream ignores a failed load). Anything else
+  is a :class:`RunnerContractError`.
+* **Logits.** Only kv mode dumps them (``--eval_mode 0``). As upstream's device evaluator
+  (device_evaluator.py ``SqnrEval.run``), a second run of the same program with ``--eval_mode 0
+  --temperature 0 --tokenized_prompt --dump_logits_path`` gives P prompt rows then one row per
+  decode step, raw dtype, dequantized with the program's ``get_logits_scale`` and
+  ``get_logits_zero_point``. The generated tokens are the argmax of rows P - 1 on (the runner's
+  own greedy choice, first maximum), so they are exact ids, not re-tokenized text.
+
+A runner that ran and failed is reported with its exit code (134 = abort, with its
+``F ... assert failed`` line) and never re-run.
+"""
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from pytest_qnn_genai.devices.runner_output import (
+    REACHED_EOS,
+    LogitsQuant,
+    RunnerOutputError,
+    dequantize,
+    parse_runner_files,
+    read_raw_logits,
+)
+from pytest_qnn_genai.files import file_sha256
+from pytest_qnn_genai.hybrid import DECODE, PREFILL
+from pytest_qnn_genai.runtime.result import RunResult
+
+if TYPE_CHECKING:
+    from sentencepiece import SentencePieceProcessor
+
+    from pytest_qnn_genai.devices.runner_output import RunnerFiles
+    from pytest_qnn_genai.devices.workspace import DeviceWorkspace
+
+KV_MODE, HYBRID_MODE = 0, 1  # qnn_llama_runner --eval_mode
+TOKENS_FROM_TEXT = ("re-tokenized from the runner's text with the case's tokenizer (the runner "
+                    "reports no ids; no logits were asked for)")
+TOKENS_FROM_LOGITS = ("argmax of the kv-mode run's dumped logits (the runner's greedy choice); "
+                      "the text is the hybrid run's")
+
+
+class RunnerRequestError(ValueError):
+    """The runner would refuse or silently shorten this request (one line)."""
+
+
+class RunnerContractError(RunnerOutputError):
+    """The runner's output breaks its contract (one line)."""
+
+
+@dataclass(frozen=True)
+class ProgramFacts:
+    """What the runner reads out of the .pte that decides how the plugin must call it."""
+
+    context_len: int
+    prefill_ar: int
+    vocab_size: int
+    eos_ids: frozenset[int]
+    quant: LogitsQuant
+    shared_buffer: bool
+
+    @classmethod
+    def of(cls, pte: Path) -> ProgramFacts:
+        """Read the constant methods, the IO shapes and the QNN compile options of ``pte``."""
+        from pytest_qnn_genai.runtime.pte_info import compile_options, inspect_pte
+
+        info = inspect_pte(pte)
+        c = info.constants
+        missing = [m for m in (PREFILL, DECODE) if m not in info.methods]
+        if missing or "get_max_context_len" not in c or "get_vocab_size" not in c:
+            raise RunnerRequestError(f"{Path(pte).name}: not a hybrid LLM program (methods "
+                                     f"{info.method_names})")
+        logits = info.methods[DECODE].outputs[0].dtype
+        if logits not in ("uint16", "float32"):
+            raise RunnerRequestError(f"{Path(pte).name}: logits dtype {logits} is neither uint16 "
+                                     "nor float32, the two the runner dumps")
+        eos = c.get("get_eos_id", [])
+        return cls(int(c["get_max_context_len"]), info.methods[PREFILL].inputs[0].shape[-1],
+                   int(c["get_vocab_size"]),
+                   frozenset(int(e) for e in (eos if isinstance(eos, list) else [eos])),
+                   LogitsQuant(float(c.get("get_logits_scale", 1.0)),
+                               int(c.get("get_logits_zero_point", 0)), logits),
+                   bool(compile_options(pte)["shared_buffer"]))
+
+
+def plan_seq_len(facts: ProgramFacts, prompt_tokens: int, max_new_tokens: int,
+                 eval_mode: int) -> int:
+    """``--seq_len`` for ``max_new_tokens`` after a ``prompt_tokens``-token prompt (P + N),
+    or :class:`RunnerRequestError` where the runner would abort or clamp."""
+    p, n, ctx = prompt_tokens, max_new_tokens, facts.context_len
+    if p < 1 or n < 1:
+        raise RunnerRequestError(f"a run needs a prompt and new tokens, got P={p}, N={n}")
+    if p + n > ctx:
+        raise RunnerRequestError(
+            f"a {p}-token prompt and {n} new tokens need --seq_len {p + n}, beyond the program's "
+            f"context of {ctx} (qnn_llama_runner would clamp it and return fewer tokens)")
+    if eval_mode == HYBRID_MODE and p > ctx - facts.prefill_ar:
+        raise RunnerRequestError(
+            f"a {p}-token prompt exceeds the {ctx - facts.prefill_ar} tokens the hybrid prompt "
+            f"processor takes (context {ctx} - prefill AR {facts.prefill_ar}); the runner aborts")
+    return p + n
+
+
+@dataclass(frozen=True)
+class Generation:
+    """One checked run: the new text (EOS piece removed) and what the runner said about it."""
+
+    result: RunResult
+    produced: int  # tokens the run produced, EOS included (observer generated_tokens + 1)
+    eos_piece: str | None  # the EOS piece that ended it (removed from the text), None: no EOS
+
+
+def check_generation(files: RunnerFiles, echo: str, prompt_tokens: int, max_new_tokens: int,
+                     eos_pieces: tuple[str, ...], serial: str) -> Generation:
+    """Parse one run's files and hold them to the contract (module docstring)."""
+    log = files.run_log.read_text(errors="replace") if files.run_log else ""
+    if "PyTorchObserver" not in log:
+        said = [ln for ln in log.splitlines() if ln.startswith(("E ", "F "))]
+        raise RunnerContractError(
+            f"qnn_llama_runner exited {files.exit_code} but generated nothing (no "
+            f"PyTorchObserver line){': ' + said[-1].strip() if said else ''}")
+    result = parse_runner_files(files, echo, device=serial)
+    if not result.extra["outputs_txt"].startswith(echo):
+        raise RunnerContractError(f"outputs.txt does not start with the echoed prompt {echo!r}: "
+                                  f"{result.extra['outputs_txt'][:80]!r}")
+    got_p, produced = result.perf.prompt_tokens, result.perf.generated_tokens
+    if got_p != prompt_tokens:
+        raise RunnerContractError(f"the runner read {got_p} prompt tokens, {prompt_tokens} were "
+                                  "sent")
+    eos = REACHED_EOS in log
+    if (produced != max_new_tokens and not eos) or produced > max_new_tokens:
+        raise RunnerContractError(
+            f"qnn_llama_runner produced {produced} tokens (observer generated_tokens "
+            f"{produced - 1} + the prefill token) for --seq_len {prompt_tokens + max_new_tokens} "
+            f"after a {prompt_tokens}-token prompt: expected {max_new_tokens}"
+            + (" or fewer ending at EOS" if eos else " (no EOS reached)"))
+    if eos:
+        piece = next((e for e in eos_pieces if result.text.endswith(e)), None)
+        if piece is None:
+            raise RunnerContractError(f"the runner reached EOS but outputs.txt does not end with "
+                                      f"an EOS piece {eos_pieces}: {result.text[-40:]!r}")
+        result.text = result.text[:len(result.text) - len(piece)]
+        return Generation(result, produced, piece)
+    return Generation(result, produced, None)
+
+
+def generate(ws: DeviceWorkspace, runner: Path, pte: Path, pte_digest: str, tokenizer_bin: Path,
+             tokenizer: SentencePieceProcessor, prompt: str, prompt_ids: list[int],
+             max_new_tokens: int, local_dir: Path, timeout_s: float, *, serial: str,
+             logits: bool = False, facts: ProgramFacts | None = None) -> RunResult:
+    """The hybrid run (text, perf) and, with ``logits``, the kv-mode run (logits, exact ids).
+    ``facts``: what the program says (default: read out of ``pte``)."""
+    facts = facts or ProgramFacts.of(pte)
+    p = len(prompt_ids)
+    seq_len = plan_seq_len(facts, p, max_new_tokens, HYBRID_MODE)
+    local_dir.mkdir(parents=True, exist_ok=True)
+    ids = np.asarray(prompt_ids, dtype=np.uint64).tobytes()
+    ids_file = local_dir / "prompt_ids.raw"
+    ids_file.write_bytes(ids)
+    # relative to the workspace the runner starts in: the runner echoes it into outputs.txt
+    remote_ids = ws.relative(ws.push_artifact(ids_file, hashlib.sha256(ids).hexdigest()))
+    remote_pte = ws.push_artifact(pte, pte_digest)
+    remote_tok = ws.push_artifact(tokenizer_bin, file_sha256(Path(tokenizer_bin)))
+    eos_pieces = tuple(tokenizer.id_to_piece(e) for e in sorted(facts.eos_ids))
+
+    def run(mode: int, name: str) -> tuple[Generation, RunnerFiles]:
+        files = ws.run_llama_runner(runner, remote_pte, remote_tok, None, seq_len, timeout_s,
+                                    local_dir / name, eval_mode=mode,
+                                    dump_logits=mode == KV_MODE, tokenized_prompt=remote_ids,
+                                    shared_buffer=facts.shared_buffer)
+        return check_generation(files, remote_ids, p, max_new_tokens, eos_pieces, serial), files
+
+    hybrid, _ = run(HYBRID_MODE, "hybrid")
+    result = hybrid.result
+    result.prompt_tokens = list(prompt_ids)
+    extra: dict[str, Any] = {"seq_len": seq_len, "shared_buffer": facts.shared_buffer,
+                             "eos_piece": hybrid.eos_piece, "tokens_source": TOKENS_FROM_TEXT}
+    if logits:
+        kv, files = run(KV_MODE, "kv")
+        if files.logits_bin is None:
+            raise RunnerContractError("the kv-mode run wrote no logits dump")
+        raw = read_raw_logits(files.logits_bin, facts.vocab_size, facts.quant.dtype)
+        if raw.shape[0] != p + kv.produced - 1:
+            raise RunnerContractError(f"the logits dump has {raw.shape[0]} rows; {p} prompt rows "
+                                      f"+ {kv.produced - 1} decode steps were expected")
+        result.tokens = [int(t) for t in np.argmax(raw[p - 1:], axis=1)]
+        result.logits = dequantize(raw[p - 1:], facts.quant)
+        extra.update(kv_text=kv.result.text, kv_eos_piece=kv.eos_piece,
+                     kv_perf=kv.result.perf.to_dict(), tokens_source=TOKENS_FROM_LOGITS,
+                     logits_source="kv-mode run: --eval_mode 0 --tokenized_prompt "
+                                   "--dump_logits_path, dequantized with the program's scale")
+    else:
+        eos = [tokenizer.piece_to_id(hybrid.eos_piece)] if hybrid.eos_piece else []
+        result.tokens = retokenize(tokenizer, prompt, result.text) + eos
+    result.extra.update(extra)
+    return result
+
+
+def retokenize(tokenizer: SentencePieceProcessor, prompt: str, text: str) -> list[int]:
+    """SentencePiece ids of ``text`` as it continues ``prompt`` (ids after the prompt's own)."""
+    head = list(tokenizer.encode(prompt))
+    full = list(tokenizer.encode(prompt + text))
+    if full[:len(head)] == head:
+        return full[len(head):]
+    return list(tokenizer.encode(text))
