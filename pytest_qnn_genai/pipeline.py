@@ -9,7 +9,7 @@ shape. Nothing here depends on pytest.
 """
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -24,7 +24,9 @@ from pytest_qnn_genai.stages.reference import Reference
 from pytest_qnn_genai.targets import Target
 
 if TYPE_CHECKING:
-    from pytest_qnn_genai.devices.session import DeviceSessions
+    import torch
+
+    from pytest_qnn_genai.devices.session import DeviceSession, DeviceSessions
     from pytest_qnn_genai.flows.legacy import LegacyArtifacts
     from pytest_qnn_genai.stages.compile import PteArtifacts
     from pytest_qnn_genai.stages.prepare import PreparedModel
@@ -53,6 +55,13 @@ class Pipeline:
         self.devices = devices  # this worker's phones, for phone targets
         self.package_root = package_root  # the package whose code keys hash (tests: a copy)
         self._prepared: dict[str, PreparedModel] = {}
+
+    def build_target(self, target: Target) -> Target:
+        """The target the LLM builds (.pte, legacy) for ``target`` are made for: itself. The one
+        place a harness whose "phone" is not one may say otherwise
+        (``tests/support/loopback_builds.py``: a loopback phone backed by the x86 emulator, which
+        refuses the weight-shared context of a phone LLM build)."""
+        return target
 
     def _inputs(self, stage: str, inputs: dict[str, object]) -> dict[str, object]:
         """A stage's key inputs plus the digest of the code that builds it."""
@@ -93,6 +102,7 @@ class Pipeline:
         """Stage compile: the hybrid .pte for the target."""
         from pytest_qnn_genai.stages.compile import compile_pte, compile_spec_data
 
+        target = self.build_target(target)
         qdq_entry = self.qdq_entry(case, target)
         return self._build(
             "compile", {"soc": target.soc.name, "backend": target.backend,
@@ -107,24 +117,47 @@ class Pipeline:
         return PteArtifacts.load(self.pte_entry(case, target).path)
 
     def run(self, case: ModelCase, target: Target, prompt: str | None = None,
-            max_new_tokens: int | None = None) -> RunResult:
-        """Stage run: greedy generation with the target's .pte (never cached: it is the test)."""
+            max_new_tokens: int | None = None, logits: bool = False) -> RunResult:
+        """Stage run: greedy generation with the target's .pte (never cached: it is the test).
+        ``logits``: a phone also runs kv mode for them (the emulator always has them)."""
+        pte = self.pte(case, target).pte
+        digest = None if target.is_emulator else self.pte_entry(case, target).digest
+        return self.run_pte(case, target, pte, prompt, max_new_tokens, logits=logits,
+                            digest=digest)
+
+    def _device(self, target: Target) -> DeviceSession | None:
+        """This worker's session for a phone target (None for the emulator)."""
+        if target.is_emulator:
+            return None
+        if self.devices is None:
+            raise RuntimeError(f"{target.id}: this Pipeline has no device sessions")
+        return self.devices.session(target)
+
+    def run_pte(self, case: ModelCase, target: Target, pte: Path, prompt: str | None = None,
+                max_new_tokens: int | None = None, *, logits: bool = False,
+                digest: str | None = None) -> RunResult:
+        """Greedy generation of any hybrid .pte of ``case`` (another flow's build) on ``target``:
+        in this process on the emulator, with the runner on a phone (``digest`` names the pushed
+        copy; default: the file's sha256)."""
         from pytest_qnn_genai.runtime.run import run
 
-        device = digest = None
-        if not target.is_emulator:  # a phone: this worker's DeviceSession, the .pte by digest
-            if self.devices is None:
-                raise RuntimeError(f"{target.id}: this Pipeline has no device sessions")
-            device, digest = self.devices.session(target), self.pte_entry(case, target).digest
-        return run(self.pte(case, target).pte, case.path("tokenizer_model"),
+        return run(pte, case.path("tokenizer_model"),
                    prompt if prompt is not None else case.eval_prompt, target,
-                   max_new_tokens or case.max_new_tokens, device=device,
-                   tokenizer_bin=case.path("tokenizer_bin"), pte_digest=digest)
+                   max_new_tokens or case.max_new_tokens, device=self._device(target),
+                   tokenizer_bin=case.path("tokenizer_bin"), pte_digest=digest, logits=logits)
+
+    def run_method(self, target: Target, pte: Path, inputs: Sequence[torch.Tensor],
+                   digest: str | None = None) -> list[torch.Tensor]:
+        """One inference of a one-method .pte on ``target`` (qnn_executor_runner on a phone)."""
+        from pytest_qnn_genai.runtime.run import run_method
+
+        return run_method(pte, inputs, target, device=self._device(target), pte_digest=digest)
 
     def legacy_entry(self, case: ModelCase, target: Target) -> CacheEntry:
         """The legacy flow (executorch's llama.py, compile-only) for the same case and target."""
         from pytest_qnn_genai.flows.legacy import build_legacy
 
+        target = self.build_target(target)
         return self._build(
             "legacy-build", self._legacy_inputs(case, target),
             lambda out: build_legacy(case, target, out),
@@ -140,6 +173,7 @@ class Pipeline:
         """The legacy build if the cache already holds it (never builds: minutes of llama.py)."""
         from pytest_qnn_genai.flows.legacy import LegacyArtifacts
 
+        target = self.build_target(target)
         key = self.cache.key("legacy-build", self._inputs("legacy-build",
                                                           self._legacy_inputs(case, target)))
         entry = self.cache.lookup("legacy-build", key)

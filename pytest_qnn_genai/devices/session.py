@@ -1,6 +1,8 @@
-"""A phone for one pytest session: checked, libraries pushed once, then one runner call per run.
+"""A phone for one pytest session: checked, libraries pushed once, then the runners' calls.
 
-:class:`DeviceSession` owns one :class:`AdbDevice` and its :class:`DeviceWorkspace`;
+:class:`DeviceSession` owns one :class:`AdbDevice` and its :class:`DeviceWorkspace`; a generation
+goes through qnn_llama_runner (:mod:`.llama_runs`, its contract), one program through
+qnn_executor_runner (:mod:`.executor_runs`);
 :class:`DeviceSessions` hands each xdist worker its own phone (held under the per-serial file
 lock) and builds its session on first use.
 """
@@ -13,9 +15,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pytest_qnn_genai.devices import executor_runs, llama_runs
 from pytest_qnn_genai.devices.adb import AdbDevice, DeviceInfo
-from pytest_qnn_genai.devices.pool import assign_from_env, device_lock
-from pytest_qnn_genai.devices.runner_output import parse_runner_files
+from pytest_qnn_genai.devices.llama_runs import retokenize
+from pytest_qnn_genai.devices.pool import assign_from_env, device_address, device_lock, lock_path
 from pytest_qnn_genai.devices.setup import (
     POOLED_DEVICE,
     DeviceSetupError,
@@ -23,18 +26,21 @@ from pytest_qnn_genai.devices.setup import (
     find_device_libs,
     libs_root,
 )
-from pytest_qnn_genai.devices.workspace import DeviceWorkspace
+from pytest_qnn_genai.devices.workspace import EXECUTOR_NAME, DeviceWorkspace
 from pytest_qnn_genai.files import file_sha256
 from pytest_qnn_genai.runtime.result import RunResult
 from pytest_qnn_genai.targets import SocSpec, Target
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    import numpy as np
     from sentencepiece import SentencePieceProcessor
 
     from pytest_qnn_genai.plugin.options import Settings
 
 RUN_TIMEOUT_S = 900.0  # one runner invocation
-TOKENS_NOTE = "re-tokenized from the runner's text with the case's tokenizer (the runner reports no ids)"
+__all__ = ["DeviceSession", "DeviceSessions", "retokenize", "workspace_id"]
 
 
 def workspace_id(serial: str) -> str:
@@ -90,36 +96,33 @@ class DeviceSession:
 
     def generate(self, pte: Path, tokenizer_bin: Path, tokenizer: SentencePieceProcessor, prompt: str,
                  prompt_ids: list[int], max_new_tokens: int, target: Target,
-                 pte_digest: str | None = None) -> RunResult:
-        """Run ``pte`` once with qnn_llama_runner (hybrid, greedy) and parse what it left.
-
-        qnn_llama_runner prefills the prompt (first token), then decodes while its position is
-        below ``--seq_len``: ``max_new_tokens`` tokens take ``seq_len = prompt + max_new - 1``.
-        """
+                 pte_digest: str | None = None, logits: bool = False) -> RunResult:
+        """``max_new_tokens`` greedy tokens after ``prompt_ids`` with qnn_llama_runner: the hybrid
+        run, and with ``logits`` a kv-mode run that dumps them (:mod:`.llama_runs`)."""
         self.start()
-        ws = self.workspace
-        remote_pte = ws.push_artifact(pte, pte_digest or file_sha256(Path(pte)))
-        remote_tok = ws.push_artifact(tokenizer_bin, file_sha256(Path(tokenizer_bin)))
         self.runs += 1
-        out = self.local_dir / f"{self.serial}-run{self.runs}"
-        files = ws.run_llama_runner(self.runner, remote_pte, remote_tok, prompt,
-                                    len(prompt_ids) + max_new_tokens - 1, self.run_timeout_s, out,
-                                    eval_mode=1)
-        result = parse_runner_files(files, prompt, device=self.serial, prompt_tokens=prompt_ids)
-        result.tokens = retokenize(tokenizer, prompt, result.text)
-        result.extra.update(target=target.id, prompt=prompt, tokens_source=TOKENS_NOTE,
-                            serial=self.serial, soc=self.info.soc if self.info else "",
-                            logits_note="hybrid runs (--eval_mode 1) cannot dump logits")
+        result = llama_runs.generate(
+            self.workspace, self.runner, Path(pte), pte_digest or file_sha256(Path(pte)),
+            Path(tokenizer_bin), tokenizer, prompt, prompt_ids, max_new_tokens,
+            self.local_dir / f"{self.serial}-run{self.runs}", self.run_timeout_s,
+            serial=self.serial, logits=logits)
+        result.extra.update(target=target.id, prompt=prompt, serial=self.serial,
+                            soc=self.info.soc if self.info else "")
         return result
 
-
-def retokenize(tokenizer: SentencePieceProcessor, prompt: str, text: str) -> list[int]:
-    """SentencePiece ids of ``text`` as it continues ``prompt`` (ids after the prompt's own)."""
-    head = list(tokenizer.encode(prompt))
-    full = list(tokenizer.encode(prompt + text))
-    if full[:len(head)] == head:
-        return full[len(head):]
-    return list(tokenizer.encode(text))
+    def run_method(self, pte: Path, inputs: Sequence[np.ndarray], pte_digest: str | None = None,
+                   method: str = "forward") -> list[np.ndarray]:
+        """One inference of a one-method program through qnn_executor_runner (pushed on first
+        use from beside ``--runner``, where upstream's build leaves neither: copy it there)."""
+        executor = self.runner.parent / EXECUTOR_NAME
+        if not executor.is_file():
+            raise DeviceSetupError(f"--runner: {EXECUTOR_NAME} not found next to {self.runner} "
+                                   "(running a single program on the phone needs it there)")
+        self.start()
+        self.runs += 1
+        return executor_runs.run_method(
+            self.workspace, executor, Path(pte), pte_digest or file_sha256(Path(pte)), inputs,
+            self.local_dir / f"{self.serial}-run{self.runs}", self.run_timeout_s, method)
 
 
 class DeviceSessions:
@@ -136,7 +139,8 @@ class DeviceSessions:
         self._locked: set[str] = set()
 
     def serial_of(self, target: Target) -> str:
-        """The serial behind a target (the pooled ``device`` resolves to this worker's phone)."""
+        """The ``--device`` entry behind a target (``SERIAL`` or ``SERIAL@HOST:PORT``; the pooled
+        ``device`` resolves to this worker's phone)."""
         if target.device != POOLED_DEVICE:
             return target.device
         serial = assign_from_env(self.settings.devices)
@@ -145,15 +149,19 @@ class DeviceSessions:
         return serial
 
     def session(self, target: Target) -> DeviceSession:
-        """The started session for ``target``'s phone (lock taken, libraries pushed)."""
-        serial = self.serial_of(target)
-        key = (serial, target.soc.name)
+        """The started session for ``target``'s phone (its lock taken, libraries pushed). The
+        lock is the phone's (serial and adb server), so two lab hosts' ``emulator-5554`` are
+        two phones; so are their local run folders."""
+        entry = self.serial_of(target)
+        phone = device_address(entry, self.settings.adb_host).key
+        key = (phone, target.soc.name)
         if key not in self._sessions:
-            if serial not in self._locked:
-                self._locks.enter_context(device_lock(serial, self.lock_dir))
-                self._locked.add(serial)
-            session = DeviceSession.from_settings(self.settings, serial, target.soc,
-                                                  self.local_dir, **self.adb_options)
+            if phone not in self._locked:
+                self._locks.enter_context(device_lock(phone, self.lock_dir))
+                self._locked.add(phone)
+            local = self.local_dir if phone == entry else self.local_dir / lock_path(phone).stem
+            session = DeviceSession.from_settings(self.settings, entry, target.soc, local,
+                                                  **self.adb_options)
             session.start()
             self._sessions[key] = session
         return self._sessions[key]

@@ -2,8 +2,12 @@
 
 :func:`validate` turns every setup problem (adb client, runner binary, QNN libraries, device
 state, SoC) into a :class:`DeviceSetupError` whose message starts with the option to fix, for a
-``pytest.UsageError``. :func:`device_targets` gives the session's targets: one per serial, or one
-pooled ``device`` per SoC when several phones serve several xdist workers.
+``pytest.UsageError``. :func:`device_targets` gives the session's targets: one per ``--device``
+entry, or one pooled ``device`` per SoC when several phones serve several xdist workers.
+
+A ``--device`` entry is ``SERIAL`` or ``SERIAL@HOST:PORT`` (a phone behind another adb server,
+:mod:`.pool`); everything here takes the entry and :func:`adb_device` resolves its server, so a
+device lab's phones are probed, named in messages and test ids by the entry the user typed.
 """
 from __future__ import annotations
 
@@ -18,8 +22,8 @@ from pytest_qnn_genai.devices.adb import (
     DeviceHealthError,
     DeviceInfo,
     RetryPolicy,
-    split_adb_host,
 )
+from pytest_qnn_genai.devices.pool import device_address, same_phones
 from pytest_qnn_genai.targets import SocSpec, Target
 
 if TYPE_CHECKING:
@@ -73,10 +77,12 @@ def libs_root(settings: Settings) -> tuple[str, Path]:
                            "--qnn-device-libs DIR or --qnn-sdk pointing at a real QNN SDK")
 
 
-def adb_device(settings: Settings, serial: str, **options: float | RetryPolicy) -> AdbDevice:
-    """An AdbDevice for ``serial`` with --adb-path and --adb-host applied."""
-    host, port = split_adb_host(settings.adb_host)
-    return AdbDevice(serial, adb_path=settings.adb_path, host=host, port=port, **options)
+def adb_device(settings: Settings, entry: str, **options: float | RetryPolicy) -> AdbDevice:
+    """An AdbDevice for the ``--device`` entry (``SERIAL``: --adb-host's server, else the
+    client's default; ``SERIAL@HOST:PORT``: that server) with --adb-path applied."""
+    address = device_address(entry, settings.adb_host)
+    return AdbDevice(address.serial, adb_path=settings.adb_path, host=address.host,
+                     port=address.port, **options)
 
 
 def _one_line(text: str) -> str:
@@ -120,6 +126,10 @@ def validate(settings: Settings, workers: int | None = None, probe_devices: bool
             f"--device: pytest-xdist runs {workers} workers but only {len(serials)} --device "
             f"serial(s) were given ({', '.join(serials)}); each worker needs its own phone: "
             f"use -n {len(serials)} or fewer, or pass more --device serials")
+    for first, again in same_phones(serials, settings.adb_host):
+        address = device_address(again, settings.adb_host)
+        raise DeviceSetupError(f"--device: {first} and {again} are the same phone (serial "
+                               f"{address.serial} on the adb server at {address.server})")
     adb = settings.adb_path
     if not (shutil.which(adb) or (Path(adb).is_file() and "/" in adb)):
         raise DeviceSetupError(f"--adb-path: adb client {adb!r} not found (install adb, e.g. "

@@ -4,9 +4,15 @@ Layout under ``/data/local/tmp/pytest-qnn-genai/<session id>/``::
 
     libQnnHtp.so ...           QNN libraries (LD_LIBRARY_PATH=. and ADSP_LIBRARY_PATH=.)
     .libs.sha256               content hash of the pushed library set
-    qnn_llama_runner           the runner binary, .runner.sha256 beside it
-    artifacts/<digest>/<name>  .pte and tokenizer files, pushed only if absent
+    qnn_llama_runner           the LLM runner, .runner.sha256 beside it
+    qnn_executor_runner        the one-program runner (pushed on first use), .qnn_executor_runner.sha256
+    artifacts/<digest>/<name>  .pte, tokenizer and prompt-id files, pushed only if absent
     run/                       outputs of the latest runner invocation
+
+Runners start in the workspace, so relative paths on their command lines are the workspace's. A
+runner that exits nonzero raises :class:`RunnerFailedError` naming the exit code and, for an
+abort (134: every ``ET_CHECK`` failure ends in ``std::abort()``), its ``F ... assert failed``
+line; it is never run again (only adb's own transport failures are retried).
 """
 from __future__ import annotations
 
@@ -24,13 +30,27 @@ DEFAULT_ROOT = "/data/local/tmp/pytest-qnn-genai"
 LIBS_MARKER = ".libs.sha256"
 RUNNER_MARKER = ".runner.sha256"
 RUNNER_NAME = "qnn_llama_runner"
+EXECUTOR_NAME = "qnn_executor_runner"
 RUN_DIR = "run"
 RUN_OUTPUTS = ("outputs.txt", "inference_speed.txt", "logits.bin", "run.log")
+ABORT_EXIT = 134  # std::abort() -> SIGABRT, as the device shell reports it
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9._-]+$")
+_ENV = " && export LD_LIBRARY_PATH=. && export ADSP_LIBRARY_PATH=."
 
 
 class RunnerFailedError(AdbCommandError):
     """The runner ran and exited nonzero; ``output`` holds the tail of its run.log."""
+
+
+def failure_summary(name: str, exit_code: int, log: str) -> str:
+    """One line: the runner, its exit code and, for an abort, the ``F ... assert failed`` line
+    (else the last ``E`` line) of its log."""
+    lines = [ln.strip() for ln in log.splitlines()]
+    fatal = [ln for ln in lines if ln.startswith("F ")]
+    errors = [ln for ln in lines if ln.startswith("E ")]
+    what = " (abort)" if exit_code == ABORT_EXIT else ""
+    said = fatal[-1] if fatal else errors[-1] if errors else ""
+    return f"{name} exited {exit_code}{what}" + (f": {said}" if said else "")
 
 
 def files_digest(paths: Sequence[Path]) -> str:
@@ -57,6 +77,13 @@ class DeviceWorkspace:
     def remote(self, *parts: str) -> str:
         """Absolute remote path inside the workspace."""
         return "/".join([self.path, *parts])
+
+    def relative(self, remote: str) -> str:
+        """``remote`` as a path from the workspace (where runners start)."""
+        prefix = self.path + "/"
+        if not remote.startswith(prefix):
+            raise ValueError(f"{remote} is not inside the workspace {self.path}")
+        return remote[len(prefix):]
 
     def create(self) -> None:
         """Make the workspace directory (idempotent)."""
@@ -96,10 +123,11 @@ class DeviceWorkspace:
             raise ValueError(f"duplicate library names in {names}")
         return self._push_set([(p, _check_name(p.name, "library")) for p in files], LIBS_MARKER)
 
-    def push_runner(self, runner_path: Path | str) -> str:
-        """Push the runner binary as ``qnn_llama_runner`` unless unchanged; its remote path."""
-        self._push_set([(Path(runner_path), RUNNER_NAME)], RUNNER_MARKER)
-        return self.remote(RUNNER_NAME)
+    def push_runner(self, runner_path: Path | str, name: str = RUNNER_NAME) -> str:
+        """Push a runner binary as ``name`` unless unchanged; its remote path."""
+        marker = RUNNER_MARKER if name == RUNNER_NAME else f".{_check_name(name, 'runner')}.sha256"
+        self._push_set([(Path(runner_path), name)], marker)
+        return self.remote(name)
 
     def push_artifact(self, path: Path | str, digest: str) -> str:
         """Push a .pte/tokenizer to ``artifacts/<digest>/`` unless already there; its remote path.
@@ -119,45 +147,98 @@ class DeviceWorkspace:
         self.device.shell(f"mv {shlex.quote(remote + '.partial')} {shlex.quote(remote)}", check=True)
         return remote
 
-    def runner_command(self, pte: str, tokenizer: str, prompt: str, seq_len: int,
+    def runner_command(self, pte: str, tokenizer: str, prompt: str | None, seq_len: int,
                        eval_mode: int = 1, dump_logits: bool = False,
-                       extra_args: Sequence[str] = ()) -> str:
-        """The device shell line that runs the runner with outputs in ``run/``."""
+                       extra_args: Sequence[str] = (), *, tokenized_prompt: str | None = None,
+                       shared_buffer: bool = False) -> str:
+        """The device shell line that runs qnn_llama_runner with outputs in ``run/``: the prompt
+        as text (``prompt``) or as a uint64 id file (``tokenized_prompt``), never both."""
         if dump_logits and eval_mode != 0:
             raise ValueError("qnn_llama_runner only dumps logits with --eval_mode 0 (kv); "
                              f"got eval_mode={eval_mode}")
+        if (prompt is None) == (tokenized_prompt is None):
+            raise ValueError("give the runner a prompt or a tokenized prompt, exactly one")
         q = shlex.quote
-        flags = [f"--model_path {q(pte)}", f"--tokenizer_path {q(tokenizer)}",
-                 f"--prompt {q(prompt)}", f"--seq_len {int(seq_len)}", "--temperature 0",
-                 f"--eval_mode {int(eval_mode)}", f"--output_path {RUN_DIR}/outputs.txt",
+        given = (f"--prompt {q(prompt)}" if prompt is not None
+                 else f"--tokenized_prompt {q(str(tokenized_prompt))}")
+        flags = [f"--model_path {q(pte)}", f"--tokenizer_path {q(tokenizer)}", given,
+                 f"--seq_len {int(seq_len)}", "--temperature 0", f"--eval_mode {int(eval_mode)}",
+                 f"--output_path {RUN_DIR}/outputs.txt",
                  f"--performance_output_path {RUN_DIR}/inference_speed.txt"]
         if dump_logits:
             flags.append(f"--dump_logits_path {RUN_DIR}/logits.bin")
+        if shared_buffer:
+            flags.append("--shared_buffer")
         flags += [q(a) for a in extra_args]
         return (f"cd {q(self.path)} && rm -rf {RUN_DIR} && mkdir {RUN_DIR} && chmod +x {RUNNER_NAME}"
-                " && export LD_LIBRARY_PATH=. && export ADSP_LIBRARY_PATH=."
-                f" && ./{RUNNER_NAME} {' '.join(flags)} > {RUN_DIR}/run.log 2>&1")
+                f"{_ENV} && ./{RUNNER_NAME} {' '.join(flags)} > {RUN_DIR}/run.log 2>&1")
 
-    def run_llama_runner(self, runner_path: Path | str, pte: str, tokenizer: str, prompt: str,
-                         seq_len: int, timeout: float, local_dir: Path | str, *,
-                         eval_mode: int = 1, dump_logits: bool = False,
-                         extra_args: Sequence[str] = ()) -> RunnerFiles:
-        """Run the runner once and pull its outputs and run.log into ``local_dir``.
-
-        ``pte``/``tokenizer`` are remote paths from :meth:`push_artifact`; ``runner_path`` is
-        local. Raises :class:`RunnerFailedError` (after pulling run.log) on a nonzero exit.
-        """
-        command = self.runner_command(pte, tokenizer, prompt, seq_len, eval_mode, dump_logits,
-                                      extra_args)
-        self.push_runner(runner_path)
+    def _run(self, name: str, command: str, timeout: float, local_dir: Path) -> RunnerFiles:
+        """Run ``command`` once, pull the run outputs; RunnerFailedError on a nonzero exit."""
         result = self.device.shell(command, timeout=timeout)
-        files = self.pull_run_outputs(Path(local_dir), result.exit_code)
+        files = self.pull_run_outputs(local_dir, result.exit_code)
         if result.exit_code != 0:
             log = files.run_log.read_text(errors="replace") if files.run_log else ""
-            raise RunnerFailedError(f"{RUNNER_NAME} exited {result.exit_code}", self.device.serial,
-                                    self.device.command(["shell", command]),
+            raise RunnerFailedError(failure_summary(name, result.exit_code, log),
+                                    self.device.serial, self.device.command(["shell", command]),
                                     log + result.stdout + result.stderr, result.exit_code)
         return files
+
+    def run_llama_runner(self, runner_path: Path | str, pte: str, tokenizer: str,
+                         prompt: str | None, seq_len: int, timeout: float,
+                         local_dir: Path | str, *, eval_mode: int = 1, dump_logits: bool = False,
+                         extra_args: Sequence[str] = (), tokenized_prompt: str | None = None,
+                         shared_buffer: bool = False) -> RunnerFiles:
+        """Run the runner once and pull its outputs and run.log into ``local_dir``.
+
+        ``pte``/``tokenizer``/``tokenized_prompt`` are remote paths (absolute, or from the
+        workspace); ``runner_path`` is local. Raises :class:`RunnerFailedError` (after pulling
+        run.log) on a nonzero exit.
+        """
+        command = self.runner_command(pte, tokenizer, prompt, seq_len, eval_mode, dump_logits,
+                                      extra_args, tokenized_prompt=tokenized_prompt,
+                                      shared_buffer=shared_buffer)
+        self.push_runner(runner_path)
+        return self._run(RUNNER_NAME, command, timeout, Path(local_dir))
+
+    def run_executor_runner(self, runner_path: Path | str, pte: str,
+                            inputs: Sequence[Sequence[Path]], timeout: float,
+                            local_dir: Path | str, *, shared_buffer: bool = False,
+                            ) -> RunnerFiles:
+        """qnn_executor_runner once over ``inputs`` (one line of raw files per inference, as
+        SimpleADB lays them out: ``run/_input_<i>_<j>.raw`` in ``run/input_list.txt``), outputs
+        into ``run/outputs/`` (made here: the runner does not create it). Pulls run.log and
+        inference_speed.txt; the caller pulls the outputs it expects (:meth:`pull_output`)."""
+        q = shlex.quote
+        self.push_runner(runner_path, EXECUTOR_NAME)
+        self.device.shell(f"cd {q(self.path)} && rm -rf {RUN_DIR} && mkdir -p {RUN_DIR}/outputs",
+                          check=True)
+        lines = []
+        for i, line in enumerate(inputs):
+            names = [f"{RUN_DIR}/_input_{i}_{j}.raw" for j in range(len(line))]
+            for local, name in zip(line, names):
+                self.device.push(local, self.remote(name))
+            lines.append(" ".join(names))
+        listing = Path(local_dir) / "input_list.txt"
+        listing.parent.mkdir(parents=True, exist_ok=True)
+        listing.write_text("".join(f"{line}\n" for line in lines))
+        self.device.push(listing, self.remote(RUN_DIR, "input_list.txt"))
+        flags = [f"--model_path {q(pte)}", f"--input_list_path {RUN_DIR}/input_list.txt",
+                 f"--output_folder_path {RUN_DIR}/outputs",
+                 f"--performance_output_path {RUN_DIR}/inference_speed.txt"]
+        if shared_buffer:
+            flags.append("--shared_buffer")
+        command = (f"cd {q(self.path)} && chmod +x {EXECUTOR_NAME}{_ENV} && ./{EXECUTOR_NAME} "
+                   f"{' '.join(flags)} > {RUN_DIR}/run.log 2>&1")
+        return self._run(EXECUTOR_NAME, command, timeout, Path(local_dir))
+
+    def pull_output(self, name: str, local_dir: Path) -> Path | None:
+        """``run/outputs/<name>`` into ``local_dir`` (transfer size-checked); None if the runner
+        wrote no such file."""
+        remote = self.remote(RUN_DIR, "outputs", _check_name(name, "output"))
+        if self.device.shell(f"test -f {shlex.quote(remote)}").exit_code != 0:
+            return None
+        return self.device.pull(remote, Path(local_dir) / name)
 
     def pull_run_outputs(self, local_dir: Path, exit_code: int) -> RunnerFiles:
         """Pull whichever of outputs.txt, inference_speed.txt, logits.bin, run.log exist."""

@@ -98,9 +98,11 @@ CALIBRATION_BATCHES = 16
 
 
 def spec(target: Target, quant: str) -> dict[str, Any]:
-    """The cache inputs that determine the artifact."""
+    """The cache inputs that determine the artifact (a phone build differs from the emulator's:
+    shared buffers and weight sharing, :func:`~pytest_qnn_genai.stages.compile.compile_spec_data`)."""
     return {"block": "attention-d32-s8", "seed": 0, "quant": quant, "soc": target.soc.name,
-            "backend": target.backend, "calibration_batches": CALIBRATION_BATCHES}
+            "backend": target.backend, "for_emulator": target.is_emulator,
+            "calibration_batches": CALIBRATION_BATCHES}
 
 
 def build(target: Target, quant: str, out_dir: Path) -> None:

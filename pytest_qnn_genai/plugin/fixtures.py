@@ -92,8 +92,9 @@ def qnn_pte(qnn_pipeline: Pipeline, qnn_case: ModelCase, qnn_target: Target) -> 
 
 @pytest.fixture(scope="session")
 def qnn_run(qnn_pipeline: Pipeline, qnn_case: ModelCase, qnn_target: Target) -> RunResult:
-    """Stage run: greedy generation of the case's eval prompt on the target."""
-    return qnn_pipeline.run(qnn_case, qnn_target)
+    """Stage run: greedy generation of the case's eval prompt on the target, with logits (on a
+    phone from a second, kv-mode runner call: the only mode that dumps them)."""
+    return qnn_pipeline.run(qnn_case, qnn_target, logits=True)
 
 
 # -- performance gate and report ------------------------------------------------------------

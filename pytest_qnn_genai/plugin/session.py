@@ -284,12 +284,12 @@ def _needs_qnn(item: pytest.Item) -> bool:
 
 
 def _drives_phone(item: pytest.Item) -> bool:
-    """True if ``item`` will run on a phone: not skipped, a phone target, a device fixture."""
+    """True if ``item`` will run on a phone: not skipped, a phone target, and the phone sessions
+    among its fixtures (directly or through another, e.g. the pipeline)."""
     target: Target | None = marks.item_target(item)
     if target is None or target.is_emulator or item.get_closest_marker("skip"):
         return False
-    argnames = getattr(getattr(item, "_fixtureinfo", None), "argnames", ())
-    return "qnn_run" in item.fixturenames or bool({"qnn_devices", "qnn_pipeline"} & set(argnames))
+    return "qnn_devices" in item.fixturenames
 
 
 SESSION = pytest.StashKey[QnnSession]()

@@ -1,10 +1,13 @@
 """The run stage: a built .pte on a target → the generation (tokens, text, logits, perf).
 
 On the x86 emulator target the .pte runs in this process through :class:`HybridRunner`; phones
-are driven over adb by ``pytest_qnn_genai.devices``.
+are driven over adb by ``pytest_qnn_genai.devices`` with ExecuTorch's own runners
+(``qnn_llama_runner`` for a generation, ``qnn_executor_runner`` for one program). A phone run
+never falls back to the host: a phone target without a device session is an error.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -14,6 +17,8 @@ from pytest_qnn_genai.sdk import require_active
 from pytest_qnn_genai.targets import Target
 
 if TYPE_CHECKING:
+    import torch
+
     from pytest_qnn_genai.devices.session import DeviceSession
 
 
@@ -23,16 +28,18 @@ class RunStageError(RuntimeError):
 
 def run(pte: Path, tokenizer_model: Path, prompt: str, target: Target,
         max_new_tokens: int, *, device: DeviceSession | None = None, tokenizer_bin: Path | None = None,
-        pte_digest: str | None = None) -> RunResult:
+        pte_digest: str | None = None, logits: bool = False) -> RunResult:
     """Greedy-generate up to ``max_new_tokens`` tokens after ``prompt`` with ``pte`` on ``target``.
 
-    The emulator path needs the QNN SDK active in this process (``sdk.activate``). A phone target
-    needs ``device`` (a :class:`~pytest_qnn_genai.devices.session.DeviceSession`) and the
-    llama2.c ``tokenizer_bin`` the C++ runner reads; ``pte_digest`` names the pushed copy.
+    The emulator path needs the QNN SDK active in this process (``sdk.activate``) and always has
+    logits. A phone target needs ``device`` (a
+    :class:`~pytest_qnn_genai.devices.session.DeviceSession`) and the llama2.c ``tokenizer_bin``
+    the C++ runner reads; ``pte_digest`` names the pushed copy; ``logits`` asks for a second,
+    kv-mode run that dumps them (the only way the runner gives logits).
     """
     if not target.is_emulator:
         return run_on_device(pte, tokenizer_model, prompt, target, max_new_tokens, device,
-                             tokenizer_bin, pte_digest)
+                             tokenizer_bin, pte_digest, logits)
     require_active("running a .pte on the emulator")
     from pytest_qnn_genai.runtime.host_runner import HybridRunner
 
@@ -52,12 +59,12 @@ def run(pte: Path, tokenizer_model: Path, prompt: str, target: Target,
 
 def run_on_device(pte: Path, tokenizer_model: Path, prompt: str, target: Target,
                   max_new_tokens: int, device: DeviceSession | None, tokenizer_bin: Path | None,
-                  pte_digest: str | None) -> RunResult:
-    """The phone path: push and run through ``device`` (qnn_llama_runner, hybrid mode).
+                  pte_digest: str | None, logits: bool = False) -> RunResult:
+    """The phone path: push and run through ``device`` (qnn_llama_runner: hybrid mode for the
+    text and perf; with ``logits``, kv mode for the logits and the exact generated ids).
 
-    The runner reports text, not ids: ``tokens`` are the text re-tokenized with
-    ``tokenizer_model`` (``extra["tokens_source"]`` says so); ``logits`` is None (the runner
-    dumps logits only in kv mode).
+    Without ``logits`` the runner reports text, not ids: ``tokens`` are the text re-tokenized with
+    ``tokenizer_model`` and ``logits`` is None; ``extra["tokens_source"]`` says which.
     """
     if device is None:
         raise RunStageError(f"{target.id}: a phone run needs a device session "
@@ -72,4 +79,23 @@ def run_on_device(pte: Path, tokenizer_model: Path, prompt: str, target: Target,
     tokenizer = load_tokenizer(tokenizer_model)
     prompt_ids = encode(tokenizer, prompt)
     return device.generate(Path(pte), Path(tokenizer_bin), tokenizer, prompt, prompt_ids,
-                           max_new_tokens, target, pte_digest)
+                           max_new_tokens, target, pte_digest, logits=logits)
+
+
+def run_method(pte: Path, inputs: Sequence[torch.Tensor], target: Target, *,
+               device: DeviceSession | None = None, pte_digest: str | None = None,
+               method: str = "forward") -> list[torch.Tensor]:
+    """One inference of a one-method program on ``target``: in this process on the emulator,
+    through ``qnn_executor_runner`` on a phone (``device``)."""
+    import torch
+
+    if target.is_emulator:
+        require_active("running a .pte on the emulator")
+        from pytest_qnn_genai.runtime.programs import run_method as run_here
+
+        return list(run_here(Path(pte), inputs, method))
+    if device is None:
+        raise RunStageError(f"{target.id}: a phone run needs a device session "
+                            "(pytest_qnn_genai.devices.session.DeviceSession)")
+    arrays = [t.detach().contiguous().numpy() for t in inputs]
+    return [torch.from_numpy(a) for a in device.run_method(Path(pte), arrays, pte_digest, method)]

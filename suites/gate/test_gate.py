@@ -3,13 +3,18 @@
 QDQ vs fp32 (does quantisation keep the model?), the .pte itself (methods, metadata, IO,
 QnnBackend-only), the target vs QDQ (does the hardware run the graph it was given?), and the
 generated text against its committed golden continuation.
+
+Every check applies on a phone too. There the text and perf come from ``qnn_llama_runner``'s
+hybrid run and the logits (and the exact generated ids) from a second, kv-mode run of the same
+program, the only mode that dumps them, as upstream's device evaluator does;
+:func:`test_text_is_the_judged_generation` holds the two runs to each other.
 """
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from pytest_qnn_genai.checks import numerics
+from pytest_qnn_genai.checks import generation, numerics, parity
 from pytest_qnn_genai.golden import continuation
 from pytest_qnn_genai.runtime.pte_info import inspect_pte
 from pytest_qnn_genai.sdk.context_binary import check_target, describe_pte
@@ -85,6 +90,14 @@ def test_target_runs_the_qdq_graph(qnn_run, qdq_on_run_tokens) -> None:
     assert float(cos.min()) >= MIN_TARGET_ROW_COSINE, f"per-step cosine {np.round(cos, 4)}"
     assert numerics.sqnr_db(qdq, run.logits) >= MIN_TARGET_SQNR_DB
     assert list(np.argmax(qdq, axis=1)) == run.tokens, "greedy tokens differ from the QDQ graph's"
+
+
+def test_text_is_the_judged_generation(qnn_run, qnn_target) -> None:
+    """The text the gate reports is the generation whose logits it judged: the tokens are the
+    greedy path of the logits and, on a phone, the hybrid run wrote the same text as the kv-mode
+    run that dumped the logits (checks/generation.py)."""
+    checks = generation.judged_generation(qnn_run, on_phone=not qnn_target.is_emulator)
+    assert all(c.ok for c in checks), parity.failures(checks)
 
 
 def test_generation_is_not_degenerate(qnn_run, qnn_case) -> None:

@@ -1,5 +1,6 @@
-"""Parity-suite fixtures: each flow's artifacts, program signatures and emulator runs for the same
-model case × target, the session's parity table, and syrupy snapshots under golden/snapshots/."""
+"""Parity-suite fixtures: each flow's artifacts, program signatures and runs on the target (the
+emulator, or the phone through its runner) for the same model case × target, the session's parity
+table, and syrupy snapshots under golden/snapshots/."""
 from __future__ import annotations
 
 import pytest
@@ -47,20 +48,17 @@ def new_signature(new_artifacts) -> parity.Signature:
     return parity.program_signature(new_artifacts.pte)
 
 
-def _run(artifacts, case, target):  # -> RunResult
-    from pytest_qnn_genai.runtime.run import run
-
-    if not target.is_emulator:
-        pytest.skip(f"{target.id}: the parity runs use the host emulator runner")
-    return run(artifacts.pte, case.path("tokenizer_model"), case.eval_prompt, target,
-               case.max_new_tokens)
+def _run(pipeline, artifacts, case, target):  # noqa: ANN001 -> RunResult
+    """A flow's own build on the target: the emulator in this process, a phone through its
+    runner (each flow's phone build, pushed by content; logits from the kv-mode run)."""
+    return pipeline.run_pte(case, target, artifacts.pte, logits=True)
 
 
 @pytest.fixture(scope="session")
-def legacy_run(legacy_artifacts, qnn_case, qnn_target):
-    return _run(legacy_artifacts, qnn_case, qnn_target)
+def legacy_run(qnn_pipeline, legacy_artifacts, qnn_case, qnn_target):
+    return _run(qnn_pipeline, legacy_artifacts, qnn_case, qnn_target)
 
 
 @pytest.fixture(scope="session")
-def new_run(new_artifacts, qnn_case, qnn_target):
-    return _run(new_artifacts, qnn_case, qnn_target)
+def new_run(qnn_pipeline, new_artifacts, qnn_case, qnn_target):
+    return _run(qnn_pipeline, new_artifacts, qnn_case, qnn_target)

@@ -1,8 +1,11 @@
 """Smoke: an attention block lowers to a QnnBackend-only program for each SoC and runs.
 
-16a8w: the emulator's output must agree with the QDQ reference within a few quantisation steps
-(the simulator executes the same fixed-point graph) and lose no accuracy against fp32 beyond what
-the QDQ graph itself loses. fp16: lowers and runs, close to fp32.
+The block runs on the target: in this process on the x86 emulator; on a phone through
+ExecuTorch's ``qnn_executor_runner`` as SimpleADB drives it (the .pte, the raw inputs and an input
+list pushed, ``output_0_0.raw`` pulled back). 16a8w: the target's output must agree with the QDQ
+reference within a few quantisation steps (HTP executes the same fixed-point graph) and lose no
+accuracy against fp32 beyond what the QDQ graph itself loses. fp16: lowers and runs, close to
+fp32.
 """
 from __future__ import annotations
 
@@ -14,7 +17,6 @@ import torch
 
 from pytest_qnn_genai.checks import numerics
 from pytest_qnn_genai.flows import smoke
-from pytest_qnn_genai.runtime.programs import run_method
 from pytest_qnn_genai.runtime.pte_info import inspect_pte
 from pytest_qnn_genai.sdk.context_binary import check_target, describe_pte
 
@@ -38,7 +40,8 @@ class Built:
 def _build(pipeline, target, quant: str) -> Built:  # noqa: ANN001
     entry = pipeline.smoke_block(target, quant)
     reference = torch.load(entry.file(smoke.REFERENCE))
-    output = run_method(entry.file(smoke.PTE), reference["inputs"])[0]
+    output = pipeline.run_method(target, entry.file(smoke.PTE), reference["inputs"],
+                                 digest=entry.digest)[0]
     return Built(quant, entry.file(smoke.PTE), reference, output)
 
 

@@ -1,6 +1,7 @@
 """AdbDevice and DeviceWorkspace through the real adb client against the loopback adb server."""
 from __future__ import annotations
 
+import json
 import os
 import socket
 from collections.abc import Callable
@@ -20,7 +21,8 @@ from pytest_qnn_genai.devices.runner_output import LogitsQuant, parse_runner_fil
 from pytest_qnn_genai.devices.workspace import DeviceWorkspace
 from tests.support.adb_server import LoopbackAdbServer
 from tests.support.fake_device import SYNC_DATA_MAX, FakeDevice
-from tests.support.fake_runner import write_launcher
+from tests.support.llama_runner_standin import write_launcher
+from tests.support.standin_backends import TOY_ENV
 
 pytest_plugins = ["tests.support.adb_fixtures"]
 
@@ -196,27 +198,30 @@ def test_artifact_is_pushed_only_if_absent(adb_device: AdbDevice, fake_device: F
 
 def test_runner_round_trip_pulls_outputs_and_parses_them(
         adb_device: AdbDevice, fake_device: FakeDevice, qnn_libs: list[Path], tmp_path: Path) -> None:
-    """Transport and parsing only: the stand-in runner's backend is scripted, no model runs."""
+    """Transport and parsing only: the runner stand-in on its model-free toy backend (the word w
+    is token 3 + len(w) % 61, position p predicts 3 + p % 61, piece " t<id>"; 0.1 s per
+    prefill call, 0.05 s per kv call, as reported time)."""
     workspace = DeviceWorkspace(adb_device, "session-3")
     workspace.push_libs(qnn_libs)
     (tmp_path / "m.pte").write_bytes(b"pte")
     (tmp_path / "t.bin").write_bytes(b"tok")
     pte = workspace.push_artifact(tmp_path / "m.pte", "d1")
     tok = workspace.push_artifact(tmp_path / "t.bin", "d2")
-    runner = write_launcher(tmp_path / "runner.sh")
-    files = workspace.run_llama_runner(runner, pte, tok, "Once upon a 'time'", seq_len=32,
-                                       timeout=30, local_dir=tmp_path / "out", eval_mode=0,
-                                       dump_logits=True)
+    runner = write_launcher(tmp_path / "runner.sh", env={
+        TOY_ENV: json.dumps({"prefill_call_s": 0.1, "kv_call_s": 0.05})})
+    prompt = "Once upon a 'time'"  # BOS + 4 words: P = 5
+    files = workspace.run_llama_runner(runner, pte, tok, prompt, seq_len=12, timeout=30,
+                                       local_dir=tmp_path / "out", eval_mode=0, dump_logits=True)
     assert files.exit_code == 0 and files.logits_bin is not None and files.run_log is not None
     runs = [c for c in fake_device.shell_commands if "./qnn_llama_runner --model_path" in c]
-    assert len(runs) == 1 and "LD_LIBRARY_PATH=." in runs[0]
-    result = parse_runner_files(files, "Once upon a 'time'", device=adb_device.serial, vocab_size=16,
+    assert len(runs) == 1 and "LD_LIBRARY_PATH=." in runs[0] and "--shared_buffer" not in runs[0]
+    result = parse_runner_files(files, prompt, device=adb_device.serial, vocab_size=64,
                                 quant=LogitsQuant(scale=0.001, zero_point=32768))
-    assert result.text == " and then some"
-    assert (result.perf.prompt_tokens, result.perf.generated_tokens) == (5, 4)  # 3 decode steps + 1
-    assert result.perf.decode_tok_s == pytest.approx(10.0)
-    assert result.logits is not None and result.logits.shape == (4, 16)
-    assert list(result.logits.argmax(axis=1)) == [4, 5, 6, 7]  # prefill row P-1, then decode rows
+    assert result.text == " t7 t8 t9 t10 t11 t12 t13"  # S - P = 7: the prefill token + 6 steps
+    assert (result.perf.prompt_tokens, result.perf.generated_tokens) == (5, 7)
+    assert result.perf.decode_tok_s == pytest.approx(6 / 0.3, rel=0.1)  # 6 kv calls, 0.3 s
+    assert result.logits is not None and result.logits.shape == (7, 64)
+    assert list(result.logits.argmax(axis=1)) == list(range(7, 14))  # row P-1, then decode rows
     assert np.isclose(result.logits.max(), (60000 - 32768) * 0.001)
     workspace.push_runner(runner)
     assert sum(1 for s in fake_device.sends if s.endswith("qnn_llama_runner")) == 1

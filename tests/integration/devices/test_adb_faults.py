@@ -13,7 +13,7 @@ from pytest_qnn_genai.devices.adb import AdbCommandError, AdbDevice, AdbInfraErr
 from pytest_qnn_genai.devices.workspace import DeviceWorkspace, RunnerFailedError
 from tests.support.adb_server import LoopbackAdbServer
 from tests.support.fake_device import SYNC_DATA_MAX, FakeDevice
-from tests.support.fake_runner import write_launcher
+from tests.support.llama_runner_standin import write_launcher
 
 pytest_plugins = ["tests.support.adb_fixtures"]
 
@@ -132,12 +132,29 @@ def test_runner_exiting_nonzero_fails_at_once_without_retry(
 
 def test_runner_failure_carries_the_run_log(adb_device: AdbDevice, fake_device: FakeDevice,
                                             tmp_path: Path, sleeps: list[float]) -> None:
+    """A missing model: upstream's Runner::load fails, start_runner's Result::get() aborts."""
     workspace, runner, _, tok = _workspace_with_runner(adb_device, tmp_path)
     missing = workspace.remote("artifacts", "nope", "m.pte")
     with pytest.raises(RunnerFailedError) as info:
         workspace.run_llama_runner(runner, missing, tok, "Once", 32, timeout=30, local_dir=tmp_path / "o")
-    assert info.value.returncode == 1 and "failed to open" in str(info.value)
+    assert info.value.returncode == 134 and "loading the model failed" in info.value.output
+    assert info.value.message.startswith("qnn_llama_runner exited 134 (abort): F ")
+    assert info.value.message.endswith("In function CheckOk(), assert failed: hasValue_")
     assert (tmp_path / "o" / "run.log").is_file() and sleeps == []
+
+
+def test_runner_abort_is_reported_with_its_assert_line(
+        adb_device: AdbDevice, fake_device: FakeDevice, tmp_path: Path, sleeps: list[float]) -> None:
+    """--seq_len not above the prompt: runner.cpp's ET_CHECK_MSG aborts (shell status 134); the
+    error is one line naming the exit code and the F line, and the runner ran once."""
+    workspace, runner, pte, tok = _workspace_with_runner(adb_device, tmp_path)
+    with pytest.raises(RunnerFailedError) as info:  # "Once" is BOS + 1 word: 2 tokens
+        workspace.run_llama_runner(runner, pte, tok, "Once", 2, timeout=30, local_dir=tmp_path / "o")
+    first = str(info.value).splitlines()[0]
+    assert first.startswith(f"device {fake_device.serial}: qnn_llama_runner exited 134 (abort): F ")
+    assert first.endswith("sequence length exceeded - please increase the seq_len value")
+    assert "In function generate_from_prompt_or_file(), assert failed" in first
+    assert sum("./qnn_llama_runner" in c for c in fake_device.shell_commands) == 1 and sleeps == []
 
 
 def test_hanging_command_times_out_naming_device_and_command(

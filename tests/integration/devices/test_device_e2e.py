@@ -1,60 +1,56 @@
 """The phone path end to end without a phone: the real adb client, the loopback adb server, an
-SM8650 sandbox device, and a ``qnn_llama_runner`` stand-in that runs the pushed gate .pte on the
-x86 HTP emulator (HybridRunner, in the device's subprocess). What is under test is the transport
-and the plugin's device flow; the device run must generate what the emulator path generates."""
+SM8650 sandbox device, and ExecuTorch's runners as the upstream-rule stand-ins of tests/support
+running what is pushed on the x86 HTP emulator (in the device's subprocess). What is under test
+is the transport and the plugin's device flow; the device runs must give what the emulator path
+gives. (The simulator refuses weight-shared phone builds, so the inner pytest runs use
+``-p tests.support.loopback_builds``: phone targets get the emulator's builds.)"""
 from __future__ import annotations
 
 import os
 from pathlib import Path
 from types import SimpleNamespace
 
+import numpy as np
 import pytest
+import torch
 
+from pytest_qnn_genai.checks import numerics
 from pytest_qnn_genai.devices import setup as device_setup
 from pytest_qnn_genai.devices.adb import RetryPolicy
+from pytest_qnn_genai.devices.llama_runs import RunnerContractError
 from pytest_qnn_genai.devices.session import DeviceSession, retokenize
 from pytest_qnn_genai.devices.setup import device_targets
 from pytest_qnn_genai.devices.workspace import LIBS_MARKER
+from pytest_qnn_genai.flows import smoke
+from pytest_qnn_genai.runtime.programs import run_method
 from pytest_qnn_genai.runtime.run import run
 from pytest_qnn_genai.runtime.tokenizer import load_tokenizer
 from pytest_qnn_genai.targets import Target, soc
 from tests.support.adb_server import LoopbackAdbServer
-from tests.support.emulator_runner_backend import write_emulator_launcher
+from tests.support.executor_runner_standin import REPO_ROOT, write_executor_launcher
 from tests.support.fake_device import FakeDevice
+from tests.support.llama_runner_standin import write_launcher
+from tests.support.standin_backends import EMULATOR, EXECUTORCH
 
 pytest_plugins = ["tests.support.adb_fixtures"]
 
 SERIAL = f"QNNE2E{os.getpid()}"  # unique per process: the plugin locks phones by serial
 RUNNER_CALL = "./qnn_llama_runner "
+EXECUTOR_CALL = "./qnn_executor_runner "
 FAST_RETRY = RetryPolicy(attempts=4, base_delay_s=0.05, max_delay_s=0.2)
 SM8650_PROPS = {"ro.soc.model": "SM8650", "ro.board.platform": "pineapple"}
 
-# The sandbox phone runs the x86 emulator, which cannot load a phone build (weight sharing,
-# shared buffers): the inner session pushes the emulator build of the same case instead.
-EMULATOR_BUILD = """
-import dataclasses
-import pytest
-from pytest_qnn_genai.pipeline import Pipeline
-from pytest_qnn_genai.targets import EMULATOR
-
-@pytest.fixture(scope="session", autouse=True)
-def _emulator_build_for_the_sandbox_phone():
-    original = Pipeline.pte_entry
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(Pipeline, "pte_entry", lambda self, case, target: original(
-            self, case, dataclasses.replace(target, device=EMULATOR)))
-        yield
-"""
-
 PHONE_TESTS = """
+import numpy as np
 import pytest
 
 @pytest.mark.device
 def test_phone(qnn_run, qnn_target):
     assert qnn_run.device == qnn_target.device
-    assert qnn_run.text and qnn_run.tokens and qnn_run.logits is None
-    assert "re-tokenized" in qnn_run.extra["tokens_source"]
-    assert qnn_run.perf.generated_tokens >= len(qnn_run.tokens)
+    assert qnn_run.text and qnn_run.tokens and qnn_run.logits is not None
+    assert list(np.argmax(qnn_run.logits, axis=1)) == qnn_run.tokens
+    assert "argmax" in qnn_run.extra["tokens_source"] and qnn_run.extra["kv_text"] == qnn_run.text
+    assert qnn_run.perf.generated_tokens == len(qnn_run.tokens)
 
 @pytest.mark.device
 def test_phone_again(qnn_run):
@@ -82,8 +78,11 @@ def device_libs(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def launcher(tmp_path: Path, qnn_sdk) -> Path:
-    """The qnn_llama_runner stand-in backed by the emulator SDK of this session."""
-    return write_emulator_launcher(tmp_path / "qnn_llama_runner", qnn_sdk.root)
+    """qnn_llama_runner and, beside it, qnn_executor_runner: the stand-ins on this session's
+    emulator SDK."""
+    env = {"QNN_SDK_ROOT": str(qnn_sdk.root)}
+    write_executor_launcher(tmp_path / "runners" / "qnn_executor_runner", EXECUTORCH, env)
+    return write_launcher(tmp_path / "runners" / "qnn_llama_runner", EMULATOR, env)
 
 
 @pytest.fixture
@@ -94,88 +93,149 @@ def gate_pte(qnn_pipeline, case, sm8650_emulator):  # -> (path, digest)
 
 
 @pytest.fixture
-def phone_args(adb_server, adb_client, launcher, device_libs, qnn_settings) -> list[str]:
+def phone_args(adb_server, adb_client, launcher, device_libs, qnn_settings,
+               monkeypatch) -> list[str]:
     """Command line of an inner pytest run on the sandbox phone (the outer run's cache)."""
-    return ["-p", "no:cacheprovider", "--adb-host", f"127.0.0.1:{adb_server.port}",
+    monkeypatch.setenv("PYTHONPATH", str(REPO_ROOT))  # -p tests.support.loopback_builds
+    return ["-p", "no:cacheprovider", "-p", "tests.support.loopback_builds",
+            "--adb-host", f"127.0.0.1:{adb_server.port}",
             "--adb-path", adb_client, "--runner", str(launcher), "--qnn-device-libs",
             str(device_libs), "--qnn-cache-dir", str(qnn_settings.cache_dir)]
 
 
-def _settings(adb_server, adb_client, launcher, device_libs) -> SimpleNamespace:
-    return SimpleNamespace(adb_host=f"127.0.0.1:{adb_server.port}", adb_path=adb_client,
-                           runner=str(launcher), qnn_device_libs=str(device_libs), qnn_sdk=None)
+def _session(adb_server, adb_client, launcher, device_libs, local: Path) -> DeviceSession:
+    settings = SimpleNamespace(adb_host=f"127.0.0.1:{adb_server.port}", adb_path=adb_client,
+                               runner=str(launcher), qnn_device_libs=str(device_libs),
+                               qnn_sdk=None)
+    return DeviceSession.from_settings(settings, SERIAL, soc("SM8650"), local,
+                                       command_timeout_s=30.0, retry=FAST_RETRY)
 
 
-def _runner_calls(device: FakeDevice) -> int:
-    return sum(RUNNER_CALL in c for c in device.shell_commands)
+def _calls(device: FakeDevice, runner: str = RUNNER_CALL) -> list[str]:
+    return [c for c in device.shell_commands if runner in c]
 
 
 def test_device_run_matches_the_emulator(qnn_pipeline, case, sm8650_emulator, gate_pte, phone,
                                          adb_server, adb_client, launcher, device_libs,
                                          tmp_path) -> None:
-    """Push libs/runner/.pte/tokenizer.bin through the real adb client (the device going offline
-    mid-push is retried), run, pull, parse: same text and tokens as the emulator path."""
+    """Push libs/runner/.pte/tokenizer.bin/prompt ids through the real adb client (the device
+    going offline mid-push is retried), run hybrid then kv mode, pull, parse: the emulator
+    path's ids (from the kv run's dumped logits), text and counts."""
     emulated = qnn_pipeline.run(case, sm8650_emulator)
-    settings = _settings(adb_server, adb_client, launcher, device_libs)
-    sm8650 = soc("SM8650")
-    session = DeviceSession.from_settings(settings, SERIAL, sm8650, tmp_path / "runs",
-                                          command_timeout_s=30.0, retry=FAST_RETRY)
-    info = session.start()
-    assert info.soc == "SM8650"
+    session = _session(adb_server, adb_client, launcher, device_libs, tmp_path / "runs")
+    assert session.start().soc == "SM8650"
     lib_sends = [s for s in phone.sends if "/lib" in s]
     assert len(lib_sends) == 5 and phone.local_path(session.workspace.remote(LIBS_MARKER)).is_file()
 
     phone.faults.offline_requests = 2  # the .pte push meets "device offline" twice
     pte, digest = gate_pte
-    target = Target(sm8650, "htp", SERIAL)
+    target = Target(soc("SM8650"), "htp", SERIAL)
     result = run(pte, case.path("tokenizer_model"), case.eval_prompt, target, case.max_new_tokens,
-                 device=session, tokenizer_bin=case.path("tokenizer_bin"), pte_digest=digest)
+                 device=session, tokenizer_bin=case.path("tokenizer_bin"), pte_digest=digest,
+                 logits=True)
 
-    assert phone.faults.offline_requests == 0 and _runner_calls(phone) == 1
+    hybrid, kv = _calls(phone)
+    assert phone.faults.offline_requests == 0 and "--eval_mode 1" in hybrid and "--eval_mode 0" in kv
+    p, n = len(emulated.prompt_tokens), case.max_new_tokens
+    assert all(f"--seq_len {p + n} " in c and "--shared_buffer" not in c for c in (hybrid, kv))
     pushed = phone.local_path(session.workspace.remote("artifacts", digest, pte.name))
     assert pushed.read_bytes() == pte.read_bytes()
     assert result.device == SERIAL and result.extra["target"] == f"SM8650-htp-{SERIAL}"
-    assert result.text == emulated.text and result.text.strip()
     assert result.prompt_tokens == emulated.prompt_tokens
-    tokenizer = load_tokenizer(case.path("tokenizer_model"))
-    assert result.tokens == retokenize(tokenizer, case.eval_prompt, emulated.text)
-    eos_tail = 1 if emulated.extra["stop_reason"] == "eos" else 0
-    assert result.tokens == emulated.tokens[:len(emulated.tokens) - eos_tail]
+    assert result.tokens == emulated.tokens and result.text == emulated.text
+    assert result.text.strip() and result.extra["kv_text"] == result.text
     assert result.perf.generated_tokens == len(emulated.tokens)  # observer count + prefill token
-    assert result.perf.prompt_tokens == len(emulated.prompt_tokens)
+    assert result.perf.prompt_tokens == p
     assert result.perf.prefill_tok_s > 0 and result.perf.decode_tok_s > 0
-    assert result.logits is None and "re-tokenized" in result.extra["tokens_source"]
+    cos = numerics.rowwise_cosine(emulated.logits, result.logits)  # kv vs hybrid prompt pass
+    assert float(cos.min()) >= 0.995, np.round(cos, 4)
 
-    again = DeviceSession.from_settings(settings, SERIAL, sm8650, tmp_path / "runs2",
-                                        retry=FAST_RETRY)
+    plain = run(pte, case.path("tokenizer_model"), case.eval_prompt, target, n, device=session,
+                tokenizer_bin=case.path("tokenizer_bin"), pte_digest=digest)
+    tokenizer = load_tokenizer(case.path("tokenizer_model"))
+    assert len(_calls(phone)) == 3 and plain.logits is None and plain.text == emulated.text
+    assert plain.tokens == retokenize(tokenizer, case.eval_prompt, emulated.text)
+    assert "re-tokenized" in plain.extra["tokens_source"]
+
+    again = _session(adb_server, adb_client, launcher, device_libs, tmp_path / "runs2")
     sends = len(phone.sends)
     again.start()  # a later session: libraries and runner unchanged -> nothing pushed
     assert len(phone.sends) == sends
 
 
+def test_block_runs_through_the_executor_runner(qnn_pipeline, sm8650_emulator, phone,
+                                                adb_server, adb_client, launcher, device_libs,
+                                                tmp_path) -> None:
+    """The smoke block as SimpleADB runs it: .pte, raw input and input list pushed,
+    output_0_0.raw pulled; the same bits as the block run in this process."""
+    entry = qnn_pipeline.smoke_block(sm8650_emulator, "16a8w")
+    pte, inputs = entry.file(smoke.PTE), torch.load(entry.file(smoke.REFERENCE))["inputs"]
+    session = _session(adb_server, adb_client, launcher, device_libs, tmp_path / "runs")
+    (out,) = session.run_method(pte, [t.numpy() for t in inputs], entry.digest)
+    assert np.array_equal(out, run_method(pte, inputs)[0].numpy())
+    (call,) = _calls(phone, EXECUTOR_CALL)
+    assert "--input_list_path run/input_list.txt" in call and "--shared_buffer" not in call
+    assert phone.local_path(session.workspace.remote("run", "_input_0_0.raw")).read_bytes() == \
+        inputs[0].numpy().tobytes()
+
+
+def test_a_phone_block_runs_with_shared_buffer(qnn_pipeline, phone, adb_server, adb_client,
+                                               launcher, device_libs, tmp_path) -> None:
+    """The smoke block's phone build (compiled with shared_buffer) gets --shared_buffer, as
+    upstream runs a phone build, and gives the bits it gives in this process."""
+    phone_target = Target(soc("SM8650"), "htp", SERIAL)
+    entry = qnn_pipeline.smoke_block(phone_target, "16a8w")
+    pte, inputs = entry.file(smoke.PTE), torch.load(entry.file(smoke.REFERENCE))["inputs"]
+    session = _session(adb_server, adb_client, launcher, device_libs, tmp_path / "runs")
+    (out,) = session.run_method(pte, [t.numpy() for t in inputs], entry.digest)
+    (call,) = _calls(phone, EXECUTOR_CALL)
+    assert "--shared_buffer" in call
+    assert np.array_equal(out, run_method(pte, inputs)[0].numpy())
+
+
+def test_a_phone_llm_build_is_asked_for_with_shared_buffer(
+        qnn_pipeline, case, phone, adb_server, adb_client, launcher, device_libs,
+        tmp_path) -> None:
+    """The LLM's phone build (shared_buffer, weight sharing) is run with --shared_buffer. The
+    loopback phone's simulator cannot create its weight-shared context; with a tokenized prompt
+    upstream's runner then exits 0 having generated nothing: one line quoting its error, the
+    runner run once (no kv run after it)."""
+    phone_target = Target(soc("SM8650"), "htp", SERIAL)
+    entry = qnn_pipeline.pte_entry(case, phone_target)
+    pte = qnn_pipeline.pte(case, phone_target).pte
+    session = _session(adb_server, adb_client, launcher, device_libs, tmp_path / "runs")
+    with pytest.raises(RunnerContractError) as info:
+        run(pte, case.path("tokenizer_model"), case.eval_prompt, phone_target,
+            case.max_new_tokens, device=session, tokenizer_bin=case.path("tokenizer_bin"),
+            pte_digest=entry.digest, logits=True)
+    assert str(info.value).startswith("qnn_llama_runner exited 0 but generated nothing")
+    assert "loading the model failed" in str(info.value)
+    (call,) = _calls(phone)
+    assert "--shared_buffer" in call and "--eval_mode 1" in call
+
+
 def test_pytest_run_on_the_phone(pytester, gate_pte, phone, phone_args) -> None:
     """``pytest --device SERIAL ...``: a device-marked qnn_run test passes with the serial in its
-    id; a push dropped mid-transfer is retried; the runner runs once per session. (Phone runs
-    go through a subprocess: a second in-process run would re-import torch operator libraries.)"""
+    id; a push dropped mid-transfer is retried; the runner runs twice (hybrid, kv) per session.
+    (Phone runs go through a subprocess: a second in-process run would re-import torch operator
+    libraries.)"""
     phone.faults.drop_pushes = 1
-    pytester.makeconftest(EMULATOR_BUILD)
     pytester.makepyfile(PHONE_TESTS)
     result = pytester.runpytest_subprocess("-v", "--device", SERIAL, *phone_args)
     result.assert_outcomes(passed=2)
     result.stdout.fnmatch_lines_random([f"*test_phone?stories260k-SM8650-htp-{SERIAL}? PASSED*"])
-    assert phone.faults.drop_pushes == 0 and _runner_calls(phone) == 1
+    assert phone.faults.drop_pushes == 0 and len(_calls(phone)) == 2
 
 
 def test_runner_failure_is_reported_once(pytester, gate_pte, phone, phone_args) -> None:
     """A runner that exits nonzero fails the tests with its exit code and log; never re-run."""
     phone.faults.exit_codes = {"./qnn_llama_runner": 3}
-    pytester.makeconftest(EMULATOR_BUILD)
     pytester.makepyfile(PHONE_TESTS)
     result = pytester.runpytest_subprocess("--device", SERIAL, *phone_args)
     result.assert_outcomes(errors=2)
     result.stdout.fnmatch_lines(["*qnn_llama_runner exited 3*"])
     result.stdout.fnmatch_lines(["*fault injected: exit 3*"])
-    assert _runner_calls(phone) == 1
+    assert len(_calls(phone)) == 1
 
 
 def _usage_error(result) -> str:

@@ -1,0 +1,40 @@
+"""The generation a gate judges must be the one it reports.
+
+On the x86 emulator one run gives the tokens, the text and the logits, so the tokens are the greedy
+path of the logits (argmax per row; the runner takes the first maximum of the raw values, and
+dequantizing with a positive scale keeps the order). On a phone ``qnn_llama_runner`` dumps logits
+only in kv mode, so the logits and the exact ids come from a second, kv-mode run of the same
+program and the text from the hybrid run (eval_mode 1) a user would run: the two runs must have
+written the same text, else the gate would judge one generation and report another.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from pytest_qnn_genai.checks.parity import Check
+
+if TYPE_CHECKING:
+    from pytest_qnn_genai.runtime.result import RunResult
+
+
+def judged_generation(run: RunResult, on_phone: bool) -> list[Check]:
+    """Rows (reference in ``legacy``, the run's own in ``new``): tokens vs the logits' greedy
+    path; on a phone, the hybrid run's text vs the kv-mode run's."""
+    if run.logits is None:
+        return [Check("logits of the generation", "present", "missing", ok=False)]
+    greedy = [int(t) for t in np.argmax(run.logits, axis=1)]
+    first = next((i for i, (a, b) in enumerate(zip(greedy, run.tokens)) if a != b),
+                 min(len(greedy), len(run.tokens)))
+    checks = [Check("tokens = argmax of their logits", f"{len(greedy)} rows",
+                    f"{len(run.tokens)} tokens", "" if greedy == run.tokens else f"step {first}",
+                    ok=greedy == run.tokens,
+                    detail="" if greedy == run.tokens else
+                    f"argmax {greedy[first:first + 8]}\ntokens {run.tokens[first:first + 8]}")]
+    if on_phone:
+        kv = run.extra.get("kv_text")
+        checks.append(Check("hybrid run's text = kv-mode run's", kv, run.text,
+                            ok=kv is not None and kv == run.text,
+                            detail=f"hybrid: {run.text!r}\nkv:     {kv!r}"))
+    return checks

@@ -1,0 +1,144 @@
+"""``pytest suites --device SERIAL`` against ``scripts/loopback_phone.py``: the suites' phone
+checks run on the phone and pass (none skipped, none on the host), and a runner that generates
+one token too few fails the gate.
+
+The loopback phone is the real adb client's counterpart from tests/support with ExecuTorch's
+runners as the upstream-rule stand-ins, running what is pushed on the x86 HTP emulator; the inner
+runs use ``-p tests.support.loopback_builds`` (the simulator refuses weight-shared phone builds),
+``-m "not perf"`` (phone perf floors are measured on real phones: suites/perf) and leave out
+``test_parity_snapshots.py`` (it holds builds to being phone builds and snapshots per serial).
+The same run is ``make test``'s loopback line (see the report of issue 11).
+"""
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from collections.abc import Iterator
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from tests.support.adb_fixtures import ADB_ENV_VARS
+from tests.support.executor_runner_standin import REPO_ROOT, write_executor_launcher
+from tests.support.short_llama_runner import write_launcher as write_short_launcher
+from tests.support.standin_backends import EMULATOR, EXECUTORCH
+
+pytest_plugins = ["tests.support.adb_fixtures"]
+
+SERIAL = f"LOOPSUITES{os.getpid()}"
+READY_TIMEOUT_S = 300  # the first start may provision the emulator SDK
+RUN_TIMEOUT_S = 3600  # a cold cache builds every artifact (legacy llama.py included)
+# Checks that must have run on the phone and passed: every suite's, by name.
+PHONE_CHECKS = {
+    "suites/gate/test_gate.py": {"test_qdq_keeps_the_fp32_model", "test_context_binary_is_for_the_target",
+                                 "test_pte_program", "test_target_runs_the_qdq_graph",
+                                 "test_text_is_the_judged_generation",
+                                 "test_generation_is_not_degenerate",
+                                 "test_continuation_matches_golden"},
+    "suites/smoke/test_smoke.py": {"test_only_qnn_delegate", "test_context_binary_is_for_the_target",
+                                   "test_16a8w_matches_qdq_reference", "test_16a8w_accuracy_vs_fp32",
+                                   "test_fp16_lowers_and_runs_close_to_fp32"},
+    "suites/parity/test_legacy_vs_new.py": {"test_build_times_and_sizes",
+                                            "test_same_methods_constants_and_io",
+                                            "test_qdq_encodings_within_one_step",
+                                            "test_same_outputs_on_the_target"},
+}
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def loopback(tmp_path_factory: pytest.TempPathFactory, qnn_settings) -> Iterator[SimpleNamespace]:
+    """scripts/loopback_phone.py serving SERIAL until the module is done."""
+    root, port = tmp_path_factory.mktemp("loopback"), _free_port()
+    env = {k: v for k, v in os.environ.items() if k not in ADB_ENV_VARS}
+    env["HOME"] = str(root / "home")
+    (root / "home").mkdir()
+    proc = subprocess.Popen(
+        [sys.executable, str(REPO_ROOT / "scripts" / "loopback_phone.py"), "--serial", SERIAL,
+         "--port", str(port), "--dir", str(root / "phone"), "--qnn-cache-dir",
+         str(qnn_settings.cache_dir)], stdout=subprocess.PIPE, text=True, env=env)
+    said: dict[str, str] = {}
+    try:
+        assert proc.stdout is not None
+        for line in proc.stdout:  # "runner PATH", "device-libs PATH", then "ready"
+            key, _, value = line.strip().partition(" ")
+            said[key] = value
+            if key == "ready":
+                break
+        assert "ready" in said, f"loopback_phone.py exited {proc.wait(5)} before 'ready'"
+        yield SimpleNamespace(port=port, runner=Path(said["runner"]),
+                              libs=Path(said["device-libs"]), root=root, env=env)
+    finally:
+        proc.terminate()
+        proc.wait(30)
+
+
+def _pytest(loopback: SimpleNamespace, runner: Path, cache: Path, junit: Path,
+            *args: str) -> subprocess.CompletedProcess[str]:
+    command = [sys.executable, "-m", "pytest", *args, "--soc", "SM8650", "--device", SERIAL,
+               "--adb-host", f"127.0.0.1:{loopback.port}", "--runner", str(runner),
+               "--qnn-device-libs", str(loopback.libs), "--qnn-cache-dir", str(cache),
+               "-p", "no:cacheprovider", "-p", "tests.support.loopback_builds",
+               "-m", "not perf", "--ignore", "suites/parity/test_parity_snapshots.py",
+               "-rfEs", f"--junitxml={junit}"]
+    env = {**loopback.env, "PYTHONPATH": str(REPO_ROOT)}
+    env = {k: v for k, v in env.items() if not k.startswith("QNN_GENAI_")}
+    return subprocess.run(command, cwd=REPO_ROOT, env=env, text=True, capture_output=True,
+                          timeout=RUN_TIMEOUT_S)
+
+
+def _outcomes(junit: Path) -> dict[tuple[str, str], str]:
+    """(file, test name with its id) -> passed / failed / error / skipped."""
+    out = {}
+    for case in ET.parse(junit).iter("testcase"):
+        kinds = [child.tag for child in case if child.tag in ("failure", "error", "skipped")]
+        path = case.get("classname", "").replace(".", "/") + ".py"
+        out[(path, case.get("name", ""))] = kinds[0] if kinds else "passed"
+    return out
+
+
+def test_every_suite_runs_its_phone_checks_on_the_phone(loopback, qnn_settings, tmp_path) -> None:
+    run = _pytest(loopback, loopback.runner, qnn_settings.cache_dir, tmp_path / "junit.xml",
+                  "suites")
+    report = run.stdout[-6000:] + run.stderr[-2000:]
+    assert run.returncode == 0, report
+    outcomes = _outcomes(tmp_path / "junit.xml")
+    on_phone = {k: v for k, v in outcomes.items() if f"-SM8650-htp-{SERIAL}]" in k[1]}
+    assert on_phone and all(v == "passed" for v in on_phone.values()), on_phone
+    assert all(f"-htp-{SERIAL}]" in name for (_, name) in outcomes if "SM8650-htp-" in name)
+    for path, names in PHONE_CHECKS.items():
+        ran = {name.split("[")[0] for (p, name) in on_phone if p == path}
+        assert names <= ran, f"{path}: {sorted(names - ran)} did not run on the phone"
+    genai = {k: v for k, v in outcomes.items() if "genai" in k[0]}
+    assert all(v == "skipped" for v in genai.values())  # xfail(raises=GenAIUnavailable)
+
+
+def test_a_runner_one_token_short_fails_the_gate(loopback, qnn_settings, tmp_path) -> None:
+    """The stand-in with its decode loop one step short: the gate errors naming the count."""
+    env = {"QNN_SDK_ROOT": os.environ.get("QNN_SDK_ROOT") or _sdk_root(loopback)}
+    short = write_short_launcher(tmp_path / "runners" / "qnn_llama_runner", EMULATOR, env)
+    write_executor_launcher(tmp_path / "runners" / "qnn_executor_runner", EXECUTORCH, env)
+    run = _pytest(loopback, short, qnn_settings.cache_dir, tmp_path / "junit.xml",
+                  "suites/gate")
+    assert run.returncode == 1, run.stdout[-4000:]
+    outcomes = _outcomes(tmp_path / "junit.xml")
+    judged = [v for (_, name), v in outcomes.items()
+              if name.startswith("test_target_runs_the_qdq_graph")]
+    assert judged == ["error"], outcomes
+    assert "RunnerContractError: qnn_llama_runner produced 47 tokens" in run.stdout
+    assert "expected 48 (no EOS reached)" in run.stdout
+
+
+def _sdk_root(loopback: SimpleNamespace) -> str:
+    """The SDK the loopback phone's own launchers use (their exported QNN_SDK_ROOT)."""
+    text = loopback.runner.read_text()
+    return text.split("export QNN_SDK_ROOT='", 1)[1].split("'", 1)[0]

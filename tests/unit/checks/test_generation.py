@@ -1,0 +1,41 @@
+"""checks.generation: the judged generation is the reported one (each row shown failing)."""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from pytest_qnn_genai.checks.generation import judged_generation
+from pytest_qnn_genai.runtime.result import PerfStats, RunResult
+
+
+def _run(tokens: list[int], text: str = " a b c", kv_text: str | None = " a b c") -> RunResult:
+    logits = np.zeros((3, 8), dtype=np.float32)
+    logits[np.arange(3), [3, 5, 2]] = 1.0
+    extra = {} if kv_text is None else {"kv_text": kv_text}
+    return RunResult([1, 4], tokens, text, PerfStats(2, 3, 0.0, 1.0, 1.0, 0.0), logits,
+                     extra=extra)
+
+
+def test_consistent_runs_pass() -> None:
+    assert all(c.ok for c in judged_generation(_run([3, 5, 2]), on_phone=True))
+    assert len(judged_generation(_run([3, 5, 2], kv_text=None), on_phone=False)) == 1
+
+
+def test_tokens_that_are_not_the_logits_greedy_path_fail() -> None:
+    (check,) = judged_generation(_run([3, 6, 2]), on_phone=False)
+    assert not check.ok and check.delta == "step 1" and "argmax [5, 2]" in check.detail
+    (short,) = judged_generation(_run([3, 5]), on_phone=False)
+    assert not short.ok
+
+
+def test_on_a_phone_the_hybrid_text_must_be_the_kv_runs() -> None:
+    checks = judged_generation(_run([3, 5, 2], kv_text=" a b d"), on_phone=True)
+    assert [c.ok for c in checks] == [True, False]
+    missing = judged_generation(_run([3, 5, 2], kv_text=None), on_phone=True)
+    assert [c.ok for c in missing] == [True, False]
+
+
+def test_a_run_without_logits_fails() -> None:
+    run = dataclasses.replace(_run([3, 5, 2]), logits=None)
+    assert [c.ok for c in judged_generation(run, on_phone=True)] == [False]
