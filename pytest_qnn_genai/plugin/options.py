@@ -60,6 +60,21 @@ def _names(raw: Raw, knob: Knob, ctx: Context) -> tuple[str, ...]:
     return tuple(dict.fromkeys(_split(raw)))
 
 
+def _devices(raw: Raw, knob: Knob, ctx: Context) -> tuple[str, ...]:
+    """``--device`` entries: ``SERIAL`` or ``SERIAL@HOST:PORT`` (a phone behind another adb
+    server, see :mod:`pytest_qnn_genai.devices.pool`), repeats dropped."""
+    entries = _names(raw, knob, ctx)
+    if entries:
+        from pytest_qnn_genai.devices.pool import parse_device
+
+        for entry in entries:
+            try:
+                parse_device(entry)
+            except ValueError as e:
+                raise OptionError(str(e)) from None
+    return entries
+
+
 def _socs(raw: Raw, knob: Knob, ctx: Context) -> tuple[SocSpec, ...]:
     try:
         socs = tuple(dict.fromkeys(targets.soc(s) for s in _split(raw)))
@@ -159,8 +174,9 @@ KNOBS: tuple[Knob, ...] = (
          kind="list", metavar="NAME"),
     Knob("backend", "backend", "QNN backend to target", _choice, "htp",
          choices=targets.BACKENDS, metavar="NAME"),
-    Knob("device", "devices", "adb serial of a phone, repeatable; absent = the x86 HTP emulator",
-         _names, kind="list", metavar="SERIAL"),
+    Knob("device", "devices", "a phone: its adb serial (served by --adb-host, else the local "
+         "adb server) or SERIAL@HOST:PORT (served by the adb server at HOST:PORT); repeatable; "
+         "absent = the x86 HTP emulator", _devices, kind="list", metavar="SERIAL[@HOST:PORT]"),
     Knob("qnn_sdk", "qnn_sdk", "QNN SDK root (default: $QNN_SDK_ROOT, else the embedded x86 "
          "emulator SDK)", _text, metavar="PATH"),
     Knob("qnn_cache_dir", "cache_dir", "artifact and SDK cache directory (default: "
