@@ -1,17 +1,26 @@
 """Golden performance floors: ``golden/perf/<model>.json``, one file per model case.
 
-A file holds, per SoC × backend, the tok/s floors a phone run must reach and where each floor
-comes from::
+A file holds the workload its floors were measured on and, per SoC × backend, the tok/s floors a
+phone run of that workload must reach, each entry saying where its numbers come from::
 
-    {"model": "stories260k", "tolerance": 0.0,
+    {"model": "stories260k",
+     "workload": {"prompt": "Once", "seq_len": 128,
+                  "build": {"model_mode": "hybrid", "prefill_ar_len": 32, ...},
+                  "source": "..."},
      "targets": {"SM8650": {"htp": {"prefill_tok_s": null, "decode_tok_s": 1600,
                                     "inference_speed_tok_s": 1600, "provenance": "..."}}}}
 
+The workload uses qnn_llama_runner's semantics: ``--seq_len`` S counts prompt + output, so a
+P-token prompt (BOS included) yields S - P tokens unless a decode step yields EOS. ``build`` names
+the case fields (:data:`BUILD_KEYS`) the floors' .pte was built with: a floor says nothing about a
+case built otherwise, so :meth:`GoldenWorkload.mismatches` lists every difference.
+
 ``prefill_tok_s`` and ``decode_tok_s`` are required (``null`` = no known floor);
-``inference_speed_tok_s`` (upstream's generated tokens over total inference time) and a per-entry
-``tolerance`` are optional. A figure passes when ``value >= floor * (1 - tolerance)``.
-Loading is strict: any damage raises :class:`GoldenFileError` with one line naming the file.
-Writing needs ``allow_write=True`` (the plugin passes it only under ``--qnn-update-golden``).
+``inference_speed_tok_s`` (upstream's decode steps over total inference time) is optional. There
+is no tolerance in the file: the caller passes one (the plugin's ``--qnn-perf-noise``) and a
+figure passes when ``value >= floor * (1 - tolerance)``. Loading is strict: any damage raises
+:class:`GoldenFileError` with one line naming the file. Writing needs ``allow_write=True`` (the
+plugin passes it only under ``--qnn-update-golden``).
 """
 from __future__ import annotations
 
@@ -29,7 +38,11 @@ from pytest_qnn_genai.targets import BACKENDS, SOCS
 REQUIRED_FLOORS = ("prefill_tok_s", "decode_tok_s")
 OPTIONAL_FLOORS = ("inference_speed_tok_s",)
 FLOOR_FIGURES = REQUIRED_FLOORS + OPTIONAL_FLOORS
-_FILE_KEYS = ("model", "tolerance", "targets")
+_FILE_KEYS = ("model", "workload", "targets")
+_WORKLOAD_KEYS = ("prompt", "seq_len", "build", "source")
+# ModelCase fields that shape the measured .pte (what a floor's "build" may pin)
+BUILD_KEYS = ("decoder_model", "model_mode", "prefill_ar_len", "max_seq_len", "max_context_len",
+              "quant_recipe", "kv_io_bit_width")
 
 Fail = Callable[[str], NoReturn]
 
@@ -39,20 +52,55 @@ class GoldenFileError(ValueError):
 
 
 @dataclass(frozen=True)
+class GoldenWorkload:
+    """What the floors were measured on: a prompt, a runner ``--seq_len`` and the build."""
+
+    prompt: str
+    seq_len: int
+    build: dict[str, str | int]
+    source: str
+
+    @classmethod
+    def from_case(cls, case: Any) -> GoldenWorkload:
+        """A new file's workload: the case's perf prompt (else eval prompt) up to its
+        ``max_seq_len``, built as the case builds."""
+        return cls(case.extra.get("perf_prompt") or case.eval_prompt, case.max_seq_len,
+                   {k: getattr(case, k) for k in BUILD_KEYS},
+                   f"{case.name}'s case.json (no upstream workload; written by "
+                   "--qnn-update-golden)")
+
+    def mismatches(self, case: Any) -> list[str]:
+        """One line per build field where ``case`` differs from the floors' build."""
+        return [f"the floors were measured on {k} {v!r} but {case.name} builds "
+                f"{getattr(case, k, None)!r}" for k, v in self.build.items()
+                if getattr(case, k, None) != v]
+
+    def max_new_tokens(self, prompt_tokens: int) -> int:
+        """Tokens a ``prompt_tokens``-token prompt yields under ``--seq_len`` (S - P)."""
+        if prompt_tokens >= self.seq_len:
+            raise ValueError(f"workload prompt {self.prompt!r} is {prompt_tokens} tokens, not "
+                             f"fewer than seq_len {self.seq_len}")
+        return self.seq_len - prompt_tokens
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"prompt": self.prompt, "seq_len": self.seq_len, "build": dict(self.build),
+                "source": self.source}
+
+
+@dataclass(frozen=True)
 class GoldenEntry:
     """The floors of one SoC × backend. ``floors[figure]`` is None when no floor is known."""
 
     floors: dict[str, float | None]
     provenance: str
-    tolerance: float | None = None  # overrides the file's default when set
 
 
 @dataclass(frozen=True)
 class GoldenPerf:
-    """A model's golden floors, keyed by ``(soc, backend)``."""
+    """A model's golden floors, keyed by ``(soc, backend)``, and the workload behind them."""
 
     model: str
-    tolerance: float
+    workload: GoldenWorkload
     entries: dict[tuple[str, str], GoldenEntry] = field(default_factory=dict)
 
     def entry(self, soc: str, backend: str) -> GoldenEntry | None:
@@ -64,17 +112,21 @@ class GoldenPerf:
         e = self.entry(soc, backend)
         return None if e is None else e.floors.get(figure)
 
-    def tolerance_for(self, soc: str, backend: str) -> float:
-        """The entry's tolerance, else the file default."""
+    def gated(self, soc: str, backend: str) -> tuple[str, ...]:
+        """The figures with a floor for this SoC × backend."""
         e = self.entry(soc, backend)
-        return self.tolerance if e is None or e.tolerance is None else e.tolerance
+        return () if e is None else tuple(f for f in FLOOR_FIGURES if e.floors.get(f) is not None)
 
-    def check(self, soc: str, backend: str, figures: Mapping[str, float]) -> list[str]:
-        """One message per floor the measured ``figures`` miss (empty list: all floors met)."""
+    def check(self, soc: str, backend: str, figures: Mapping[str, float],
+              tolerance: float) -> list[str]:
+        """One message per floor the measured ``figures`` miss by more than ``tolerance`` (a
+        fraction in [0, 1)); an empty list when all floors are met or there is no entry."""
+        if not 0 <= tolerance < 1:
+            raise ValueError(f"tolerance must be in [0, 1), got {tolerance!r}")
         e = self.entry(soc, backend)
         if e is None:
             return []
-        tol, failures = self.tolerance_for(soc, backend), []
+        failures = []
         for name, floor in e.floors.items():
             if floor is None:
                 continue
@@ -82,9 +134,9 @@ class GoldenPerf:
             if value is None:
                 failures.append(f"{self.model} {soc}/{backend}: {name} was not measured "
                                 f"(floor {floor:g})")
-            elif value < floor * (1 - tol):
+            elif not value >= floor * (1 - tolerance):
                 failures.append(f"{self.model} {soc}/{backend}: {name} {value:.1f} < floor "
-                                f"{floor:g} (tolerance {tol:.0%})")
+                                f"{floor:g} (tolerance {tolerance:.0%})")
         return failures
 
     def with_floors(self, soc: str, backend: str, floors: Mapping[str, float | None],
@@ -97,19 +149,17 @@ class GoldenPerf:
         old = self.entry(soc, backend)
         merged = {f: None for f in REQUIRED_FLOORS} | (dict(old.floors) if old else {})
         merged |= dict(floors)
-        entry = GoldenEntry(merged, provenance, old.tolerance if old else None)
-        return replace(self, entries={**self.entries, (soc, backend): entry})
+        return replace(self, entries={**self.entries, (soc, backend): GoldenEntry(merged,
+                                                                                  provenance)})
 
     def to_dict(self) -> dict[str, Any]:
         """The file's JSON object (SoCs and backends sorted, floors in a fixed order)."""
         out: dict[str, dict[str, Any]] = {}
         for (soc, backend), e in sorted(self.entries.items()):
             body: dict[str, Any] = {f: e.floors[f] for f in FLOOR_FIGURES if f in e.floors}
-            if e.tolerance is not None:
-                body["tolerance"] = e.tolerance
             body["provenance"] = e.provenance
             out.setdefault(soc, {})[backend] = body
-        return {"model": self.model, "tolerance": self.tolerance, "targets": out}
+        return {"model": self.model, "workload": self.workload.to_dict(), "targets": out}
 
     def to_json(self) -> str:
         """The file's text."""
@@ -128,27 +178,50 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
+_TOLERANCE_HINT = "there is no tolerance in the file: the tolerance is --qnn-perf-noise"
+
+
 def _keys(obj: dict[str, Any], allowed: tuple[str, ...], required: tuple[str, ...],
           fail: Fail) -> None:
     for k in obj:
         if k not in allowed:
-            fail(f"unknown key {k!r} (allowed: {', '.join(allowed)})")
+            hint = f"; {_TOLERANCE_HINT}" if k == "tolerance" else ""
+            fail(f"unknown key {k!r} (allowed: {', '.join(allowed)}){hint}")
     for k in required:
         if k not in obj:
             fail(f"missing key {k!r}")
 
 
-def _tolerance(value: Any, fail: Fail) -> float:
-    if not _is_number(value) or not 0 <= value < 1:
-        fail(f"'tolerance' must be a number in [0, 1), got {_show(value)}")
+def _text(obj: dict[str, Any], key: str, fail: Fail) -> str:
+    value = obj[key]
+    if not isinstance(value, str) or not value.strip():
+        fail(f"{key!r} must be a non-empty string, got {_show(value)}")
     return value
+
+
+def _workload(body: Any, fail: Fail) -> GoldenWorkload:
+    if not isinstance(body, dict):
+        fail(f"must be an object, got {_show(body)}")
+    _keys(body, _WORKLOAD_KEYS, _WORKLOAD_KEYS, fail)
+    seq_len = body["seq_len"]
+    if not isinstance(seq_len, int) or isinstance(seq_len, bool) or seq_len < 2:
+        fail(f"'seq_len' must be an integer >= 2, got {_show(seq_len)}")
+    build = body["build"]
+    if not isinstance(build, dict):
+        fail(f"'build' must be an object, got {_show(build)}")
+    for k, v in build.items():
+        if k not in BUILD_KEYS:
+            fail(f"build: unknown key {k!r} (allowed: {', '.join(BUILD_KEYS)})")
+        if not isinstance(v, (str, int)) or isinstance(v, bool):
+            fail(f"build: {k!r} must be a string or an integer, got {_show(v)}")
+    return GoldenWorkload(_text(body, "prompt", fail), seq_len, dict(build),
+                          _text(body, "source", fail))
 
 
 def _entry(body: Any, fail: Fail) -> GoldenEntry:
     if not isinstance(body, dict):
         fail(f"entry must be an object, got {_show(body)}")
-    _keys(body, FLOOR_FIGURES + ("tolerance", "provenance"), REQUIRED_FLOORS + ("provenance",),
-          fail)
+    _keys(body, FLOOR_FIGURES + ("provenance",), REQUIRED_FLOORS + ("provenance",), fail)
     floors: dict[str, float | None] = {}
     for name in FLOOR_FIGURES:
         if name in body:
@@ -156,11 +229,7 @@ def _entry(body: Any, fail: Fail) -> GoldenEntry:
             if v is not None and (not _is_number(v) or v <= 0):
                 fail(f"{name!r} must be a positive number or null, got {_show(v)}")
             floors[name] = v
-    prov = body["provenance"]
-    if not isinstance(prov, str) or not prov.strip():
-        fail(f"'provenance' must be a non-empty string, got {_show(prov)}")
-    tol = _tolerance(body["tolerance"], fail) if "tolerance" in body else None
-    return GoldenEntry(floors, prov, tol)
+    return GoldenEntry(floors, _text(body, "provenance", fail))
 
 
 def parse_golden(data: Any, source: str, expected_model: str | None = None) -> GoldenPerf:
@@ -174,12 +243,10 @@ def parse_golden(data: Any, source: str, expected_model: str | None = None) -> G
     if not isinstance(data, dict):
         fail(f"top level must be an object, got {_show(data)}")
     _keys(data, _FILE_KEYS, _FILE_KEYS, fail)
-    model = data["model"]
-    if not isinstance(model, str) or not model:
-        fail(f"'model' must be a non-empty string, got {_show(model)}")
+    model = _text(data, "model", fail)
     if expected_model is not None and model != expected_model:
         fail(f"'model' is {model!r} but the file is named for {expected_model!r}")
-    tolerance = _tolerance(data["tolerance"], fail)
+    workload = _workload(data["workload"], fail_at("workload"))
     tgts = data["targets"]
     if not isinstance(tgts, dict) or not tgts:
         fail(f"'targets' must be a non-empty object, got {_show(tgts)}")
@@ -193,7 +260,7 @@ def parse_golden(data: Any, source: str, expected_model: str | None = None) -> G
             if backend not in BACKENDS:
                 fail_at(soc)(f"unknown backend {backend!r} (valid: {', '.join(BACKENDS)})")
             entries[(soc, backend)] = _entry(body, fail_at(f"{soc}/{backend}"))
-    return GoldenPerf(model, tolerance, entries)
+    return GoldenPerf(model, workload, entries)
 
 
 def load_golden(path: Path | str) -> GoldenPerf:

@@ -9,7 +9,12 @@ pytest-benchmark is disabled (``--benchmark-disable``, or ``-n N`` where it disa
 The A/B gate is :mod:`pytest_qnn_genai.perf.gate`.
 
 On the emulator every .pte runs through :class:`~pytest_qnn_genai.runtime.host_runner.HybridRunner`
-(the only safe way to load a QNN .pte twice in one process).
+(the only safe way to load a QNN .pte twice in one process). A phone's rounds on a golden
+workload come from :mod:`.phone`.
+
+:func:`inference_speed` is upstream's figure (runner.cpp ``print_performance_report``): decode
+steps over prompt + decode time, the prompt rate when nothing was decoded. A round that carries
+the runner's own ``inference_speed.txt`` (``runner_inference_speed``) reports that number.
 """
 from __future__ import annotations
 
@@ -19,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pytest_qnn_genai.perf.minimum import GATED, Work, check_minimum, measured_work
+from pytest_qnn_genai.perf.minimum import GATED, Work, check_minimum, measured_work, round_work
 from pytest_qnn_genai.runtime.result import PerfStats
 
 Generate = Callable[[], PerfStats]
@@ -58,16 +63,20 @@ class Minimum:
     tokens: int  # --qnn-perf-min-tokens
     seconds: float  # --qnn-perf-min-seconds
     max_rounds: int = 12
+    gated: tuple[str, ...] = GATED  # the figures that must rest on this much work
 
     @classmethod
-    def from_settings(cls, settings: Any) -> Minimum:
+    def from_settings(cls, settings: Any, gated: tuple[str, ...] = GATED,
+                      max_rounds: int = 0) -> Minimum:
+        """The knobs' minimum; at most ``max(4 x rounds, rounds + 3, max_rounds)`` rounds."""
         return cls(settings.perf_min_tokens, settings.perf_min_seconds,
-                   max(4 * settings.perf_rounds, settings.perf_rounds + 3))
+                   max(4 * settings.perf_rounds, settings.perf_rounds + 3, max_rounds),
+                   tuple(gated))
 
     def shortfall(self, stats: Sequence[PerfStats]) -> list[str]:
         """Why ``stats`` do not yet make gated figures (empty: enough work)."""
         out = []
-        for fig in GATED:
+        for fig in self.gated:
             why = check_minimum(measured_work(stats, fig), min_tokens=self.tokens,
                                 min_seconds=self.seconds, figure=fig)
             if why:
@@ -100,11 +109,20 @@ def generation_for(pipeline: Any, case: Any, target: Any, pte: Path | str | None
 
 
 def inference_speed(s: PerfStats) -> float:
-    """Generated tokens over the whole inference (prefill + decode), as upstream's
-    ``inference_speed`` (0 when nothing was timed)."""
-    decode_s = (s.generated_tokens - 1) / s.decode_tok_s if s.decode_tok_s > 0 else 0.0
-    total = s.ttft_s + decode_s
-    return s.generated_tokens / total if total > 0 else 0.0
+    """Upstream's ``inference_speed``: decode steps over prompt + decode time (the prompt rate
+    when nothing was decoded); the runner's own figure when the round carries it."""
+    reported = getattr(s, "runner_inference_speed", None)
+    if reported is not None:
+        return float(reported)
+    return observed_inference_speed(s)
+
+
+def observed_inference_speed(s: PerfStats) -> float:
+    """:func:`inference_speed` computed from the round's prefill and decode figures (0 when
+    nothing was timed)."""
+    if s.generated_tokens <= 1:
+        return s.prefill_tok_s
+    return round_work(s, "inference_speed_tok_s").rate
 
 
 @dataclass
@@ -176,18 +194,21 @@ class QnnBenchmark:
         return Minimum.from_settings(self.settings)
 
     def __call__(self, generate: Generate | None = None, *, pte: Path | str | None = None,
-                 workload: Workload | None = None, rounds: int | None = None) -> BenchResult:
+                 workload: Workload | None = None, rounds: int | None = None,
+                 minimum: Minimum | None = None) -> BenchResult:
         """Measure ``generate`` (default: the case's perf workload on the target, with ``pte``)
-        for ``rounds`` (default ``--qnn-perf-rounds``) after one warm-up round."""
+        for ``rounds`` (default ``--qnn-perf-rounds``) after one warm-up round, then top up to
+        ``minimum`` (default: the knobs', on prefill and decode)."""
         generate = generate or self._default(pte=pte, workload=workload)
         rounds = rounds or self.settings.perf_rounds
+        minimum = minimum or self.minimum
         if self.benchmark is None or self.benchmark.disabled:
-            result = measure(generate, rounds, self.minimum)
+            result = measure(generate, rounds, minimum)
         else:
             seen: list[PerfStats] = []
             self.benchmark.pedantic(lambda: seen.append(generate()), rounds=rounds,
                                     warmup_rounds=1, iterations=1)
-            result = top_up(seen[1:], generate, self.minimum, rounds)
+            result = top_up(seen[1:], generate, minimum, rounds)
         if self.benchmark is not None:
             self.benchmark.extra_info.update(result.extra_info())
             self.benchmark.extra_info.update(self.labels)

@@ -60,10 +60,10 @@ def test_ab_gate_interleaves_and_fails_a_slowed_candidate() -> None:
 
 def test_too_little_work_runs_more_rounds_bounded() -> None:
     log: list[str] = []
-    out = ab_gate(Contender("a", _Fake("A", log, 50.0, tokens=16)),
-                  Contender("b", _Fake("B", log, 50.0, tokens=16)),
+    out = ab_gate(Contender("a", _Fake("A", log, 50.0, tokens=17)),
+                  Contender("b", _Fake("B", log, 50.0, tokens=17)),
                   rounds=2, floor=0.9, minimum=Minimum(tokens=64, seconds=0.0, max_rounds=10))
-    assert len(out.a_rounds) == 4 and not out.shortfall  # 4 x 16 generated tokens = 64
+    assert len(out.a_rounds) == 4 and not out.shortfall  # 4 x 16 decode steps = 64
     capped = measure(_Fake("A", [], 50.0, tokens=16), rounds=2,
                      minimum=Minimum(tokens=1000, seconds=0.0, max_rounds=5))
     assert len(capped.rounds) == 5 and capped.planned == 2
@@ -89,13 +89,13 @@ class _Settings:
 @pytest.mark.parametrize("disabled", [False, True], ids=["pytest-benchmark", "own-loop"])
 def test_qnn_benchmark_records_medians(disabled: bool) -> None:
     bench, log = _Benchmark(disabled), []
-    qb = QnnBenchmark(bench, _Settings(), EMU, lambda **_: _Fake("A", log, 40.0, tokens=16),
+    qb = QnnBenchmark(bench, _Settings(), EMU, lambda **_: _Fake("A", log, 40.0, tokens=17),
                       labels={"soc": "SM8650", "device": "x86-emulator"})
     result = qb()
     assert bench.calls == ([] if disabled else [(3, 1, 1)])
-    assert len(log) == 1 + 4 and len(result.rounds) == 4  # warm-up dropped; topped up to 64 tokens
+    assert len(log) == 1 + 4 and len(result.rounds) == 4  # warm-up dropped; 4 x 16 decode steps
     assert set(EXTRA_INFO) <= set(bench.extra_info)
-    assert bench.extra_info["decode_tok_s"] == 40.0 and bench.extra_info["generated_tokens"] == 16
+    assert bench.extra_info["decode_tok_s"] == 40.0 and bench.extra_info["generated_tokens"] == 17
     assert bench.extra_info["pytest_benchmark_disabled"] is disabled
     assert bench.extra_info["rounds"] == 4 and bench.extra_info["planned_rounds"] == 3
 
@@ -219,7 +219,7 @@ def test_bad_perf_inputs_are_one_usage_error_line(pytester: pytest.Pytester, arg
     errors = [line for line in result.errlines if line.strip()]
     assert len(errors) == 1 and errors[0].startswith(first_words), errors
     if "bad" in args:
-        assert "stories260k.json" in errors[0] and "missing key 'tolerance'" in errors[0]
+        assert "stories260k.json" in errors[0] and "missing key 'workload'" in errors[0]
 
 
 # -- end to end: the perf suite itself, on the session's cached .pte files ---------------------

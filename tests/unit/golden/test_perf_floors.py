@@ -1,6 +1,8 @@
-"""Golden perf floors: strict one-line errors, floor checks, refused/atomic/diffed updates."""
+"""Golden perf floors: upstream's numbers and workload, strict one-line errors, floor checks
+with the caller's tolerance, the build a floor holds for, refused/atomic/diffed updates."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -11,8 +13,10 @@ from typing import Any
 import pytest
 
 from pytest_qnn_genai.golden.perf import (
+    BUILD_KEYS,
     GoldenFileError,
     GoldenPerf,
+    GoldenWorkload,
     GoldenWriteRefused,
     golden_diff,
     load_golden,
@@ -25,8 +29,11 @@ SEED = REPO / "golden" / "perf" / "stories260k.json"
 REL = "golden/perf/stories260k.json"
 
 
+WORKLOAD = GoldenWorkload("Once", 128, {"prefill_ar_len": 32}, "test workload")
+
+
 def _valid() -> dict[str, Any]:
-    return {"model": "stories260k", "tolerance": 0.05,
+    return {"model": "stories260k", "workload": WORKLOAD.to_dict(),
             "targets": {"SM8650": {"htp": {"prefill_tok_s": 2000, "decode_tok_s": 1600,
                                            "provenance": "test floor"}}}}
 
@@ -39,16 +46,42 @@ def golden_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return tmp_path / "golden" / "perf"
 
 
-def test_seed_file_is_upstreams_stories260k_floor() -> None:
+def test_seed_file_is_upstreams_stories260k_floor_and_workload(case) -> None:
     g = load_golden(SEED)
-    assert g.model == "stories260k" and g.tolerance == 0.0
-    assert g.floor("SM8650", "htp", "inference_speed_tok_s") == 1600
-    assert g.floor("SM8650", "htp", "decode_tok_s") == 1600
-    assert g.floor("SM8650", "htp", "prefill_tok_s") is None  # upstream has no prefill floor
-    prov = g.entry("SM8650", "htp").provenance
-    assert "test_llama_stories_260k" in prov and "inference_speed >= 1600" in prov
-    assert "generated tokens over total inference time" in prov
+    assert g.model == "stories260k"
+    for soc in ("SM8650", "SM8750"):
+        assert g.floor(soc, "htp", "inference_speed_tok_s") == 1600
+        assert g.floor(soc, "htp", "decode_tok_s") == 1600  # decode rate >= inference speed
+        assert g.floor(soc, "htp", "prefill_tok_s") is None  # upstream has no prefill floor
+        assert g.gated(soc, "htp") == ("decode_tok_s", "inference_speed_tok_s")
+    sm8650, sm8750 = (g.entry(s, "htp").provenance for s in ("SM8650", "SM8750"))
+    assert "test_qnn_delegate.py:9205-9206" in sm8650 and "1600)  # Lanai" in sm8650
+    assert "cff6f4dd" in sm8650 and "runner.cpp:40-58" in sm8650
+    assert sm8750.startswith("Upstream states no SM8750 floor for stories260k.")
+    assert "not scaled" in sm8750 and "LlmSpecs" in sm8750
+    assert g.entry("SM8550", "htp") is None  # no number upstream, none here
+    w = g.workload  # upstream's test: prompt "Once", --max_seq_len 128 = the runner's --seq_len
+    assert (w.prompt, w.seq_len) == ("Once", 128)
+    assert w.build == {"decoder_model": "stories260k", "model_mode": "hybrid",
+                       "prefill_ar_len": 32, "max_seq_len": 128, "max_context_len": 128,
+                       "quant_recipe": "16a4w", "kv_io_bit_width": 8}
+    assert "test_llama_stories_260k" in w.source and "device_evaluator.py:376" in w.source
+    assert w.mismatches(case) == []  # the shipped case is built as upstream's floor was
     assert g.to_json() == SEED.read_text()  # the file is in canonical form: updates diff cleanly
+
+
+def test_workload_names_every_build_difference_and_the_token_budget(case) -> None:
+    other = dataclasses.replace(case, prefill_ar_len=64, quant_recipe="16a8w")
+    problems = load_golden(SEED).workload.mismatches(other)
+    assert problems == [
+        "the floors were measured on prefill_ar_len 32 but stories260k builds 64",
+        "the floors were measured on quant_recipe '16a4w' but stories260k builds '16a8w'"]
+    assert WORKLOAD.max_new_tokens(2) == 126  # S - P, qnn_llama_runner's --seq_len
+    with pytest.raises(ValueError, match="is 128 tokens, not fewer than seq_len 128"):
+        WORKLOAD.max_new_tokens(128)
+    new = GoldenWorkload.from_case(case)
+    assert new.seq_len == case.max_seq_len and new.mismatches(case) == []
+    assert set(new.build) == set(BUILD_KEYS)
 
 
 def _set(path: tuple[str, ...], value: Any) -> Callable[[dict[str, Any]], Any]:
@@ -93,9 +126,19 @@ DAMAGE = {
     "no-targets": (_set(("targets",), {}), "'targets' must be a non-empty object"),
     "missing-model": (_drop(("model",)), "missing key 'model'"),
     "wrong-model": (_set(("model",), "stories110m"), "'model' is 'stories110m' but the file"),
-    "tolerance-string": (_set(("tolerance",), "5%"), "'tolerance' must be a number in [0, 1)"),
-    "tolerance-too-big": (_set(("tolerance",), 1.5), "got 1.5"),
-    "entry-tolerance-negative": (_set(ENTRY + ("tolerance",), -0.1), "SM8650/htp: 'tolerance'"),
+    "file-tolerance": (_set(("tolerance",), 0.05),
+                       "unknown key 'tolerance' (allowed: model, workload, targets); there is no "
+                       "tolerance in the file: the tolerance is --qnn-perf-noise"),
+    "entry-tolerance": (_set(ENTRY + ("tolerance",), 0.1), "SM8650/htp: unknown key 'tolerance'"),
+    "missing-workload": (_drop(("workload",)), "missing key 'workload'"),
+    "workload-seq-len": (_set(("workload", "seq_len"), "128"),
+                         "workload: 'seq_len' must be an integer >= 2, got \"128\""),
+    "workload-prompt": (_set(("workload", "prompt"), ""), "workload: 'prompt' must be a non-empty"),
+    "workload-build-key": (_set(("workload", "build", "ar_len"), 32),
+                           "workload: build: unknown key 'ar_len'"),
+    "workload-build-value": (_set(("workload", "build", "prefill_ar_len"), [32]),
+                             "workload: build: 'prefill_ar_len' must be a string or an integer"),
+    "workload-no-source": (_drop(("workload", "source")), "workload: missing key 'source'"),
     "top-level-list": (lambda d: [d], "top level must be an object"),
     "huge-value": (_set(ENTRY + ("decode_tok_s",), "x" * 500), 'got "' + "x" * 56 + "..."),
 }
@@ -144,15 +187,21 @@ def test_load_goldens_reads_every_model(golden_dir: Path) -> None:
     assert load_goldens(golden_dir / "absent") == {}
 
 
-def test_check_applies_floor_and_tolerance(golden_dir: Path) -> None:
-    g = GoldenPerf("stories260k", 0.05, {}).with_floors(
+def test_check_applies_floor_and_the_callers_tolerance(golden_dir: Path) -> None:
+    g = GoldenPerf("stories260k", WORKLOAD, {}).with_floors(
         "SM8650", "htp", {"prefill_tok_s": 2000, "decode_tok_s": 1600}, "test floor")
-    assert g.check("SM8650", "htp", {"prefill_tok_s": 2100, "decode_tok_s": 1521}) == []
-    [miss] = g.check("SM8650", "htp", {"prefill_tok_s": 2100, "decode_tok_s": 1519})
+    assert g.check("SM8650", "htp", {"prefill_tok_s": 2100, "decode_tok_s": 1521}, 0.05) == []
+    [miss] = g.check("SM8650", "htp", {"prefill_tok_s": 2100, "decode_tok_s": 1519}, 0.05)
     assert miss == "stories260k SM8650/htp: decode_tok_s 1519.0 < floor 1600 (tolerance 5%)"
-    [unmeasured] = g.check("SM8650", "htp", {"decode_tok_s": 1700})
+    assert g.check("SM8650", "htp", {"prefill_tok_s": 2100, "decode_tok_s": 1521}, 0.0) != []
+    [nan] = g.check("SM8650", "htp", {"prefill_tok_s": 2100, "decode_tok_s": float("nan")}, 0.1)
+    assert "decode_tok_s nan < floor" in nan
+    [unmeasured] = g.check("SM8650", "htp", {"decode_tok_s": 1700}, 0.1)
     assert "prefill_tok_s was not measured" in unmeasured
-    assert g.check("SM8750", "htp", {}) == []  # no golden for this SoC: nothing to gate
+    assert g.check("SM8750", "htp", {}, 0.1) == []  # no golden for this SoC: nothing to gate
+    assert g.gated("SM8750", "htp") == ()  # (the perf suite skips such a phone)
+    with pytest.raises(ValueError, match="tolerance must be in"):
+        g.check("SM8650", "htp", {}, 1.0)
     with pytest.raises(ValueError, match="'ttft_s' is not a floor figure"):
         g.with_floors("SM8650", "htp", {"ttft_s": 0.1}, "x")
 
@@ -192,7 +241,7 @@ def test_update_writes_and_returns_a_diff_with_the_changed_number(golden_dir: Pa
 
 
 def test_update_creates_a_new_file(golden_dir: Path) -> None:
-    new = GoldenPerf("stories110m", 0.1, {}).with_floors(
+    new = GoldenPerf("stories110m", WORKLOAD, {}).with_floors(
         "SM8750", "htp", {"decode_tok_s": 220.0}, "ExecuTorch stories110m: >= 220 tok/s")
     diff = update_golden("golden/perf/stories110m.json", new, allow_write=True)
     assert '+        "decode_tok_s": 220.0,' in diff and '+        "prefill_tok_s": null,' in diff
@@ -217,7 +266,7 @@ def test_update_is_atomic_when_the_replace_fails(golden_dir: Path,
 def test_update_validates_before_writing(golden_dir: Path) -> None:
     shutil.copy(SEED, golden_dir / "stories260k.json")
     before = (golden_dir / "stories260k.json").read_bytes()
-    wrong_model = GoldenPerf("stories110m", 0.0, load_golden(REL).entries)
+    wrong_model = GoldenPerf("stories110m", WORKLOAD, load_golden(REL).entries)
     with pytest.raises(GoldenFileError, match="'model' is 'stories110m'"):
         update_golden(REL, wrong_model, allow_write=True)
     negative = _bumped(-1.0)

@@ -23,9 +23,9 @@ def _stats(prompt: int, generated: int, prefill: float, decode: float) -> PerfSt
 
 def test_measured_work_pools_runs() -> None:
     runs = [_stats(4, 100, 400.0, 200.0), _stats(4, 300, 200.0, 100.0)]
-    decode = measured_work(runs, "decode_tok_s")
-    assert (decode.tokens, decode.seconds) == (400, pytest.approx(3.5))
-    assert decode.rate == pytest.approx(400 / 3.5)
+    decode = measured_work(runs, "decode_tok_s")  # decode steps: the prefill token is not one
+    assert (decode.tokens, decode.seconds) == (398, pytest.approx(99 / 200 + 299 / 100))
+    assert decode.rate == pytest.approx(398 / 3.485)
     prefill = measured_work(runs, "prefill_tok_s")
     assert (prefill.tokens, prefill.seconds) == (8, pytest.approx(0.03))
     assert check_minimum(prefill, min_tokens=64, min_seconds=1.0,

@@ -1,0 +1,112 @@
+"""The phone perf gate end to end without a phone: ``suites/perf`` with ``--device`` against the
+loopback adb server (the real adb client), whose phone runs the qnn_llama_runner stand-in
+(upstream's runner rules, a model-free toy backend that charges a simulated 100 ms per decode
+call and 500 ms for the prompt's one prefill call). ``QNN_GENAI_STANDIN_TIME_SCALE`` scales
+every time the runner reports, so one stand-in is a phone above upstream's 1600 tok/s floor, one
+below it, one within ``--qnn-perf-noise`` of it; the floors are the committed
+``golden/perf/stories260k.json``."""
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+
+import pytest
+
+from tests.support.adb_server import LoopbackAdbServer
+from tests.support.fake_device import FakeDevice
+from tests.support.llama_runner_standin import write_launcher
+
+pytest_plugins = ["tests.support.adb_fixtures"]
+
+ROOT = Path(__file__).resolve().parents[3]
+SERIAL = f"QNNPERF{os.getpid()}"  # unique per process: the plugin locks phones by serial
+TOY_ENV, TIME_SCALE_ENV = "QNN_GENAI_STANDIN_TOY", "QNN_GENAI_STANDIN_TIME_SCALE"
+KV_CALL_S = 0.1  # simulated, never slept: the reported decode rate is 1 / (KV_CALL_S x scale)
+TOY = {"context_len": 128, "prefill_ar": 32, "kv_call_s": KV_CALL_S, "prefill_call_s": 0.5}
+
+
+def _scale(tok_s: float) -> str:
+    """The time scale at which the stand-in reports ``tok_s`` decode steps a second."""
+    return repr(1 / (KV_CALL_S * tok_s))
+
+
+@pytest.fixture
+def phone(adb_server: LoopbackAdbServer) -> FakeDevice:
+    return adb_server.add_device(SERIAL, {"ro.soc.model": "SM8650",
+                                          "ro.board.platform": "pineapple"})
+
+
+@pytest.fixture
+def device_libs(tmp_path: Path) -> Path:
+    """Tiny stand-ins for the SM8650 (v75) QNN libraries a phone run pushes."""
+    root = tmp_path / "libs"
+    root.mkdir()
+    for name in ("libQnnHtp.so", "libQnnHtpV75Stub.so", "libQnnHtpPrepare.so",
+                 "libQnnSystem.so", "libQnnHtpV75Skel.so"):
+        (root / name).write_bytes(f"fake {name}\n".encode())
+    return root
+
+
+@pytest.fixture
+def run_perf(pytester: pytest.Pytester, phone: FakeDevice, adb_server: LoopbackAdbServer,
+             adb_client: str, device_libs: Path, qnn_settings, tmp_path: Path):
+    """``run_perf(tok_s, *args)``: the perf suite on the loopback phone reporting ``tok_s``."""
+    pytester.makepyfile(test_perf=(ROOT / "suites" / "perf" / "test_perf.py").read_text())
+
+    def run(tok_s: float, *args: str) -> tuple[pytest.RunResult, list[dict]]:
+        folder = tmp_path / f"runner-{tok_s:g}"
+        folder.mkdir(exist_ok=True)
+        runner = write_launcher(folder / "qnn_llama_runner",
+                                env={TOY_ENV: json.dumps(TOY), TIME_SCALE_ENV: _scale(tok_s)})
+        report = tmp_path / f"report-{tok_s:g}-{len(args)}"
+        result = pytester.runpytest_subprocess(
+            "-m", "perf", "-p", "no:cacheprovider", "-rs", "--device", SERIAL,
+            "--adb-host", f"127.0.0.1:{adb_server.port}", "--adb-path", adb_client,
+            "--runner", str(runner), "--qnn-device-libs", str(device_libs),
+            "--qnn-cache-dir", str(qnn_settings.cache_dir),
+            "--qnn-golden-dir", str(ROOT / "golden"), "--qnn-report", str(report),
+            "--qnn-perf-rounds", "2", "--qnn-perf-min-tokens", "0",
+            "--qnn-perf-min-seconds", "0", *args, timeout=900)
+        (folder,) = report.iterdir()
+        return result, json.loads((folder / "results.json").read_text())["records"]
+    return run
+
+
+def _runner_seq_lens(phone: FakeDevice) -> list[str]:
+    return [m for c in phone.shell_commands if "./qnn_llama_runner " in c
+            for m in re.findall(r"--seq_len (\d+)", c)]
+
+
+def test_a_phone_above_the_floor_passes_on_upstreams_workload(run_perf, phone) -> None:
+    result, [record] = run_perf(3200.0)
+    result.assert_outcomes(passed=1, skipped=2)  # the emulator's perf tests skip on a phone
+    values = record["values"]
+    assert record["verdict"] == "pass" and record["target"] == f"SM8650-htp-{SERIAL}"
+    assert 2800 < values["decode_tok_s"] < 3300, values
+    # inference_speed.txt: 125 decode steps over prefill (1.6 ms) + decode (39 ms)
+    assert 2800 < values["inference_speed_tok_s"] < values["decode_tok_s"], values
+    assert "workload 'Once' --seq_len 128" in record["note"]
+    seq_lens = _runner_seq_lens(phone)
+    assert seq_lens and set(seq_lens) == {"128"}  # upstream's --max_seq_len 128, every round
+
+
+def test_a_phone_below_the_floor_fails_the_gate(run_perf) -> None:
+    result, [record] = run_perf(800.0)
+    result.assert_outcomes(failed=1, skipped=2)
+    assert record["verdict"] == "fail"
+    result.stdout.fnmatch_lines([
+        "*stories260k SM8650/htp: decode_tok_s *.* < floor 1600 (tolerance 10%)*",
+        "*stories260k SM8650/htp: inference_speed_tok_s *.* < floor 1600 (tolerance 10%)*"])
+
+
+def test_the_tolerance_is_qnn_perf_noise(run_perf) -> None:
+    """Decode at 1560 tok/s, inference speed ~1500 (prefill 3.2 ms + decode 80 ms): within the
+    default noise (10%) of the 1600 floor, not within 2%."""
+    within, [record] = run_perf(1560.0)
+    within.assert_outcomes(passed=1, skipped=2)
+    assert 1440 < record["values"]["inference_speed_tok_s"] < 1600, record["values"]
+    strict, _ = run_perf(1560.0, "--qnn-perf-noise", "0.02")
+    strict.assert_outcomes(failed=1, skipped=2)
+    strict.stdout.fnmatch_lines(["*inference_speed_tok_s 1*.* < floor 1600 (tolerance 2%)*"])
