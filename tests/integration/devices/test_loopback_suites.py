@@ -100,7 +100,8 @@ def _outcomes(junit: Path) -> dict[tuple[str, str], str]:
     """(file, test name with its id) -> passed / failed / error / skipped."""
     out = {}
     for case in ET.parse(junit).iter("testcase"):
-        kinds = [child.tag for child in case if child.tag in ("failure", "error", "skipped")]
+        kinds = ["xfailed" if child.get("type") == "pytest.xfail" else child.tag
+                 for child in case if child.tag in ("failure", "error", "skipped")]
         path = case.get("classname", "").replace(".", "/") + ".py"
         out[(path, case.get("name", ""))] = kinds[0] if kinds else "passed"
     return out
@@ -112,14 +113,17 @@ def test_every_suite_runs_its_phone_checks_on_the_phone(loopback, qnn_settings, 
     report = run.stdout[-6000:] + run.stderr[-2000:]
     assert run.returncode == 0, report
     outcomes = _outcomes(tmp_path / "junit.xml")
-    on_phone = {k: v for k, v in outcomes.items() if f"-SM8650-htp-{SERIAL}]" in k[1]}
-    assert on_phone and all(v == "passed" for v in on_phone.values()), on_phone
-    assert all(f"-htp-{SERIAL}]" in name for (_, name) in outcomes if "SM8650-htp-" in name)
+    on_phone = {k: v for k, v in outcomes.items()
+                if f"SM8650-htp-{SERIAL}" in k[1] and "genai" not in k[0]}
+    not_passed = {name: v for (_, name), v in on_phone.items() if v != "passed"}
+    assert on_phone and not not_passed, (not_passed, report)
+    assert all(f"htp-{SERIAL}" in name for (_, name) in outcomes if "SM8650-htp-" in name)
     for path, names in PHONE_CHECKS.items():
         ran = {name.split("[")[0] for (p, name) in on_phone if p == path}
         assert names <= ran, f"{path}: {sorted(names - ran)} did not run on the phone"
     genai = {k: v for k, v in outcomes.items() if "genai" in k[0]}
-    assert all(v == "skipped" for v in genai.values())  # xfail(raises=GenAIUnavailable)
+    # strict xfail(raises=GenAIUnavailable): executorch 1.5.1's genai compile has no body yet
+    assert genai and all(v == "xfailed" for v in genai.values()), genai
 
 
 def test_a_runner_one_token_short_fails_the_gate(loopback, qnn_settings, tmp_path) -> None:
