@@ -17,7 +17,7 @@ from pytest_qnn_genai.perf.benchmark import (
     host_generation,
     measure,
 )
-from pytest_qnn_genai.perf.gate import Contender, ab_gate
+from pytest_qnn_genai.perf.gate import Contender, ab_gate, relative_gate
 from pytest_qnn_genai.report.diff import compare
 from pytest_qnn_genai.report.results import Header, Record, ResultsFile
 from pytest_qnn_genai.report.write import write_report
@@ -49,8 +49,10 @@ def test_ab_gate_interleaves_and_fails_a_slowed_candidate() -> None:
     log: list[str] = []
     out = ab_gate(Contender("ref", _Fake("A", log, 50.0)), Contender("slow", _Fake("B", log, 30.0)),
                   rounds=3, floor=0.9, minimum=Minimum(0, 0.0))
-    assert log == ["A", "B", "A", "B", "B", "A", "A", "B"]  # warm-up pair, then ABBA order
+    # warm-up pair, 3 pairs in ABBA order, then 2 more: no 95 % bound exists below 5 pairs
+    assert log == ["A", "B"] + ["A", "B", "B", "A"] * 2 + ["A", "B"]
     assert not out.passed and out.verdicts["decode_tok_s"].ratio == pytest.approx(0.6)
+    assert out.verdicts["decode_tok_s"].state == "fail"
     assert out.verdicts["prefill_tok_s"].passed
     assert out.failures() == [f"slow vs ref decode_tok_s: {out.verdicts['decode_tok_s']}"]
     same = ab_gate(Contender("ref", _Fake("A", [], 50.0)), Contender("same", _Fake("B", [], 49.0)),
@@ -58,12 +60,48 @@ def test_ab_gate_interleaves_and_fails_a_slowed_candidate() -> None:
     assert same.passed and same.values()["decode_tok_s_ratio"] == pytest.approx(0.98)
 
 
+class _Noisy:
+    """A generation whose decode rate follows a fixed sequence (a busy machine's rounds)."""
+
+    def __init__(self, rates: list[float]) -> None:
+        self.rates = iter(rates)
+
+    def __call__(self) -> PerfStats:
+        return _stats(next(self.rates))
+
+
+def test_noisy_rounds_run_more_pairs_until_the_gate_can_tell() -> None:
+    # identical programs on a machine that flips between a fast and a slow state mid-pair
+    a = [12.0] + [12.0, 16.5, 12.2, 11.6, 16.8, 12.1, 12.4, 11.9, 12.0, 16.6, 12.3, 12.2] * 2
+    b = [12.0] + [13.6, 12.1, 12.0, 16.4, 12.1, 11.9, 12.3, 12.2, 16.7, 11.8, 12.5, 12.0] * 2
+    out = ab_gate(Contender("a", _Noisy(a)), Contender("b", _Noisy(b)), rounds=5, floor=0.9,
+                  minimum=Minimum(0, 0.0, max_rounds=24))
+    decode = out.verdicts["decode_tok_s"]
+    assert out.passed and decode.state == "pass" and 5 < decode.rounds < 24, decode
+    assert relative_gate([x.decode_tok_s for x in out.a_rounds[:5]],
+                         [x.decode_tok_s for x in out.b_rounds[:5]]).state == "inconclusive"
+    slow = ab_gate(Contender("a", _Noisy(a)), Contender("b", _Noisy([0.7 * x for x in b])),
+                   rounds=5, floor=0.9, minimum=Minimum(0, 0.0, max_rounds=24))
+    assert slow.verdicts["decode_tok_s"].state == "fail", slow.verdicts["decode_tok_s"]
+
+
+def test_a_gate_that_cannot_tell_fails_as_inconclusive_at_the_round_cap() -> None:
+    # decode tok/s of identical programs, 15 pairs measured beside a bursty CPU hog on 2 cores
+    a = [10.1, 11.3, 6.9, 12.3, 5.4, 10.0, 11.9, 5.0, 6.6, 8.2, 11.3, 11.1, 11.0, 9.9, 7.9]
+    b = [8.0, 10.7, 10.1, 9.1, 8.2, 7.2, 7.0, 7.6, 11.0, 7.7, 6.4, 5.6, 5.9, 10.8, 10.3]
+    out = ab_gate(Contender("a", _Noisy([10.0, *a])), Contender("b", _Noisy([10.0, *b])),
+                  rounds=5, floor=0.9, minimum=Minimum(0, 0.0, max_rounds=15))
+    assert not out.passed and len(out.a_rounds) == 15
+    assert out.values()["decode_tok_s_verdict"] == "inconclusive"
+    assert "INCONCLUSIVE" in out.failures()[0] and "--qnn-perf-rounds" in out.failures()[0]
+
+
 def test_too_little_work_runs_more_rounds_bounded() -> None:
     log: list[str] = []
     out = ab_gate(Contender("a", _Fake("A", log, 50.0, tokens=17)),
                   Contender("b", _Fake("B", log, 50.0, tokens=17)),
-                  rounds=2, floor=0.9, minimum=Minimum(tokens=64, seconds=0.0, max_rounds=10))
-    assert len(out.a_rounds) == 4 and not out.shortfall  # 4 x 16 decode steps = 64
+                  rounds=5, floor=0.9, minimum=Minimum(tokens=128, seconds=0.0, max_rounds=10))
+    assert len(out.a_rounds) == 8 and not out.shortfall and out.passed  # 8 x 16 steps = 128
     capped = measure(_Fake("A", [], 50.0, tokens=16), rounds=2,
                      minimum=Minimum(tokens=1000, seconds=0.0, max_rounds=5))
     assert len(capped.rounds) == 5 and capped.planned == 2
@@ -142,15 +180,38 @@ def test_slowed_runner_fails_the_relative_gate_on_the_emulator(new_pte, case,
     tokenizer = case.path("tokenizer_model")
     normal = Contender("normal", host_generation(new_pte, tokenizer, workload))
     slowed = Contender("slowed", host_generation(new_pte, tokenizer, workload, SlowedRunner))
-    out = ab_gate(normal, slowed, rounds=2, floor=0.9, minimum=Minimum(0, 0.0))
-    assert not out.passed and out.verdicts["decode_tok_s"].ratio < 0.9, out.verdicts
-    assert [r.generated_tokens for r in out.a_rounds + out.b_rounds] == [6] * 4
+    out = ab_gate(normal, slowed, rounds=5, floor=0.9, minimum=Minimum(0, 0.0))
+    assert out.verdicts["decode_tok_s"].state == "fail", out.verdicts
+    assert [r.generated_tokens for r in out.a_rounds + out.b_rounds] == [6] * 10
     first, second = (_results(d, out.verdicts["decode_tok_s"].median_a if i == 0
                               else out.verdicts["decode_tok_s"].median_b)
                      for i, d in enumerate(("2026-08-14T02:00:00+00:00",
                                             "2026-08-15T02:00:00+00:00")))
     diff = {d.figure: d for d in compare(second.perf_figures(), first.perf_figures(), 0.10)}
     assert diff["decode_tok_s"].bucket.endswith("slower"), diff["decode_tok_s"]
+
+
+def test_pooled_prefill_passes_catch_a_slowed_prompt_pass_on_the_emulator(new_pte,
+                                                                         case) -> None:
+    from pytest_qnn_genai.runtime.host_runner import HybridRunner
+
+    class SlowedPrefill(HybridRunner):  # every prompt pass, also the prompt-only ones, is slower
+        def _step(self, io, tokens, n_past, times):  # noqa: ANN001
+            if io.name == self.prefill.name:
+                time.sleep(0.05)  # about half an emulator prompt pass
+            return super()._step(io, tokens, n_past, times)
+
+    workload = Workload(case.eval_prompt, 2, prefill_passes=3)
+    tokenizer = case.path("tokenizer_model")
+    one = host_generation(new_pte, tokenizer, Workload(case.eval_prompt, 2))()
+    pooled = host_generation(new_pte, tokenizer, workload)()
+    assert pooled.prompt_tokens == 3 * one.prompt_tokens
+    assert (pooled.generated_tokens, pooled.ttft_s > 0) == (one.generated_tokens, True)
+    out = ab_gate(Contender("normal", host_generation(new_pte, tokenizer, workload)),
+                  Contender("slowed", host_generation(new_pte, tokenizer, workload,
+                                                      SlowedPrefill)),
+                  rounds=5, floor=0.9, minimum=Minimum(0, 0.0))
+    assert out.verdicts["prefill_tok_s"].state == "fail", out.verdicts
 
 
 # -- the plugin: report, comparison, xdist, usage errors (no emulator work) --------------------
