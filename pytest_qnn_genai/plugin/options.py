@@ -205,7 +205,7 @@ KNOBS: tuple[Knob, ...] = (
     _perf("qnn_perf_min_seconds", "perf_min_seconds", "measured seconds a perf figure must rest "
           "on, pooled over rounds", "2.0", number(float, 0.0), "S"),
     _perf("qnn_perf_ratio_floor", "perf_ratio_floor", "A/B gate: lowest allowed B/A tok/s "
-          "ratio (median of paired rounds; its 95%% lower bound must reach it)", "0.9",
+          "ratio (median of paired rounds; its 95 percent lower bound must reach it)", "0.9",
           number(float, 0.0, low_open=True), "RATIO"),
     _perf("qnn_perf_rounds", "perf_rounds", "measured rounds per perf figure (after one warm-up "
           "round)", "5", number(int, 1, 1000), "N"),
