@@ -182,7 +182,9 @@ def test_slowed_runner_fails_the_relative_gate_on_the_emulator(new_pte, case,
     slowed = Contender("slowed", host_generation(new_pte, tokenizer, workload, SlowedRunner))
     out = ab_gate(normal, slowed, rounds=5, floor=0.9, minimum=Minimum(0, 0.0))
     assert out.verdicts["decode_tok_s"].state == "fail", out.verdicts
-    assert [r.generated_tokens for r in out.a_rounds + out.b_rounds] == [6] * 10
+    # 5 pairs at least; more while the unslowed prefill figure is still inconclusive
+    assert len(out.a_rounds) == len(out.b_rounds) >= 5
+    assert {r.generated_tokens for r in out.a_rounds + out.b_rounds} == {6}
     first, second = (_results(d, out.verdicts["decode_tok_s"].median_a if i == 0
                               else out.verdicts["decode_tok_s"].median_b)
                      for i, d in enumerate(("2026-08-14T02:00:00+00:00",
