@@ -52,10 +52,9 @@ from pytest_qnn_genai.hybrid import DECODE, PREFILL
 from pytest_qnn_genai.runtime.result import RunResult
 
 if TYPE_CHECKING:
-    from sentencepiece import SentencePieceProcessor
-
     from pytest_qnn_genai.devices.runner_output import RunnerFiles
     from pytest_qnn_genai.devices.workspace import DeviceWorkspace
+    from pytest_qnn_genai.runtime.tokenizer import CaseTokenizer
 
 KV_MODE, HYBRID_MODE = 0, 1  # qnn_llama_runner --eval_mode
 TOKENS_FROM_TEXT = ("re-tokenized from the runner's text with the case's tokenizer (the runner "
@@ -169,7 +168,7 @@ def check_generation(files: RunnerFiles, echo: str, prompt_tokens: int, max_new_
 
 
 def generate(ws: DeviceWorkspace, runner: Path, pte: Path, pte_digest: str, tokenizer_bin: Path,
-             tokenizer: SentencePieceProcessor, prompt: str, prompt_ids: list[int],
+             tokenizer: CaseTokenizer, prompt: str, prompt_ids: list[int],
              max_new_tokens: int, local_dir: Path, timeout_s: float, *, serial: str,
              logits: bool = False, facts: ProgramFacts | None = None) -> RunResult:
     """The hybrid run (text, perf) and, with ``logits``, the kv-mode run (logits, exact ids).
@@ -185,7 +184,7 @@ def generate(ws: DeviceWorkspace, runner: Path, pte: Path, pte_digest: str, toke
     remote_ids = ws.relative(ws.push_artifact(ids_file, hashlib.sha256(ids).hexdigest()))
     remote_pte = ws.push_artifact(pte, pte_digest)
     remote_tok = ws.push_artifact(tokenizer_bin, file_sha256(Path(tokenizer_bin)))
-    eos_pieces = tuple(tokenizer.id_to_piece(e) for e in sorted(facts.eos_ids))
+    eos_pieces = tuple(tokenizer.piece(e) for e in sorted(facts.eos_ids))
 
     def run(mode: int, name: str) -> tuple[Generation, RunnerFiles]:
         files = ws.run_llama_runner(runner, remote_pte, remote_tok, None, seq_len, timeout_s,
@@ -214,14 +213,14 @@ def generate(ws: DeviceWorkspace, runner: Path, pte: Path, pte_digest: str, toke
                      logits_source="kv-mode run: --eval_mode 0 --tokenized_prompt "
                                    "--dump_logits_path, dequantized with the program's scale")
     else:
-        eos = [tokenizer.piece_to_id(hybrid.eos_piece)] if hybrid.eos_piece else []
+        eos = [tokenizer.id_of(hybrid.eos_piece)] if hybrid.eos_piece else []
         result.tokens = retokenize(tokenizer, prompt, result.text) + eos
     result.extra.update(extra)
     return result
 
 
-def retokenize(tokenizer: SentencePieceProcessor, prompt: str, text: str) -> list[int]:
-    """SentencePiece ids of ``text`` as it continues ``prompt`` (ids after the prompt's own)."""
+def retokenize(tokenizer: CaseTokenizer, prompt: str, text: str) -> list[int]:
+    """Token ids of ``text`` as it continues ``prompt`` (ids after the prompt's own)."""
     head = list(tokenizer.encode(prompt))
     full = list(tokenizer.encode(prompt + text))
     if full[:len(head)] == head:

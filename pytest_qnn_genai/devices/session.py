@@ -35,9 +35,9 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
     import numpy as np
-    from sentencepiece import SentencePieceProcessor
 
     from pytest_qnn_genai.plugin.options import Settings
+    from pytest_qnn_genai.runtime.tokenizer import CaseTokenizer
 
 RUN_TIMEOUT_S = 900.0  # one runner invocation
 __all__ = ["DeviceSession", "DeviceSessions", "retokenize", "workspace_id"]
@@ -94,7 +94,7 @@ class DeviceSession:
             self.info = info
         return self.info
 
-    def generate(self, pte: Path, tokenizer_bin: Path, tokenizer: SentencePieceProcessor, prompt: str,
+    def generate(self, pte: Path, tokenizer_bin: Path, tokenizer: CaseTokenizer, prompt: str,
                  prompt_ids: list[int], max_new_tokens: int, target: Target,
                  pte_digest: str | None = None, logits: bool = False) -> RunResult:
         """``max_new_tokens`` greedy tokens after ``prompt_ids`` with qnn_llama_runner: the hybrid

@@ -84,7 +84,7 @@ def phone_generation(pipeline: Any, case: Any, target: Any,
 
     tokenizer = load_tokenizer(case.path("tokenizer_model"))
     new_tokens = workload.max_new_tokens(len(encode(tokenizer, workload.prompt)))
-    eos_piece = tokenizer.id_to_piece(tokenizer.eos_id()) if tokenizer.eos_id() >= 0 else ""
+    eos_piece = tokenizer.piece(tokenizer.eos_id) if tokenizer.eos_id >= 0 else ""
 
     def generate() -> PhoneRound:
         result = pipeline.run(case, target, workload.prompt, new_tokens)

@@ -45,8 +45,8 @@ def run(pte: Path, tokenizer_model: Path, prompt: str, target: Target,
 
     runner = HybridRunner(pte)
     tokenizer = load_tokenizer(tokenizer_model)
-    if tokenizer.get_piece_size() != runner.vocab_size:
-        raise RunStageError(f"tokenizer {Path(tokenizer_model).name} has {tokenizer.get_piece_size()} "
+    if tokenizer.vocab_size != runner.vocab_size:
+        raise RunStageError(f"tokenizer {Path(tokenizer_model).name} has {tokenizer.vocab_size} "
                             f"pieces but {Path(pte).name} has vocabulary {runner.vocab_size}")
     prompt_ids = encode(tokenizer, prompt, runner.bos_id)
     result = runner.generate(prompt_ids, max_new_tokens)

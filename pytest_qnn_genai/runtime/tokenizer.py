@@ -1,38 +1,150 @@
-"""The case's SentencePiece tokenizer as the runners use it: load, encode with BOS, decode.
+"""The case's tokenizer as the runners use it: load, encode with BOS, decode, EOS piece.
 
-The C++ ``qnn_llama_runner`` reads the llama2.c ``tokenizer.bin``; the host side reads the same
-vocabulary from ``tokenizer.model``. A continuation is decoded as it follows the prompt, so the
-leading space SentencePiece drops at the start of a text is kept, as the runner prints it.
+Two families, told apart by the file as upstream's ``pytorch_tokenizers.get_tokenizer`` tells
+them (a SentencePiece model, else tiktoken ranks):
+
+- SentencePiece ``tokenizer.model`` (llama2.c / stories260k). The C++ ``qnn_llama_runner`` reads
+  the llama2.c ``tokenizer.bin`` made from it; the host side reads the same vocabulary here.
+- tiktoken ranks (Llama 3: ``base64 rank`` lines) plus the Llama 3 special tokens, read through
+  ``pytorch_tokenizers.TiktokenTokenizer``, the class ``llama.py`` asserts for llama3 models and
+  whose ranks and specials are what the C++ ``Tiktoken`` of the runner loads.
+
+A continuation is decoded as it follows the prompt, so the leading space SentencePiece drops at
+the start of a text is kept, as the runner prints it.
+
+Measured hazard: after the SDK's RTLD_GLOBAL preload, importing ``sentencepiece`` before
+``executorch.runtime`` can crash the process; callers that may run after activation import
+``executorch.runtime`` first (:mod:`pytest_qnn_genai.runtime.run`).
 """
 from __future__ import annotations
 
+import contextlib
+import io
+import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from pytorch_tokenizers import TiktokenTokenizer
     from sentencepiece import SentencePieceProcessor
+
+_TIKTOKEN_LINE = re.compile(rb"^[A-Za-z0-9+/]+=* \d+\r?\n")
 
 
 class TokenizerError(ValueError):
     """The tokenizer file is missing or does not fit the program (one line)."""
 
 
-def load_tokenizer(path: Path) -> SentencePieceProcessor:
-    """The SentencePiece model at ``path``."""
+@dataclass(frozen=True)
+class SentencePieceTokenizer:
+    """A SentencePiece model (llama2.c family)."""
+
+    sp: SentencePieceProcessor
+    family = "sentencepiece"
+
+    @property
+    def vocab_size(self) -> int:
+        return self.sp.get_piece_size()
+
+    @property
+    def bos_id(self) -> int:
+        return self.sp.bos_id()
+
+    @property
+    def eos_id(self) -> int:
+        return self.sp.eos_id()
+
+    def encode(self, text: str) -> list[int]:
+        """Ids of ``text``, no BOS/EOS."""
+        return list(self.sp.encode(text))
+
+    def decode(self, ids: list[int]) -> str:
+        return self.sp.decode(list(ids))
+
+    def piece(self, token: int) -> str:
+        """The piece of ``token`` as the runner writes it (its EOS piece, for one)."""
+        return self.sp.id_to_piece(token)
+
+    def id_of(self, piece: str) -> int:
+        """The id of ``piece`` (the inverse of :meth:`piece`)."""
+        return self.sp.piece_to_id(piece)
+
+
+@dataclass(frozen=True)
+class LlamaTiktokenTokenizer:
+    """tiktoken ranks with the Llama 3 special tokens (``pytorch_tokenizers``)."""
+
+    tt: TiktokenTokenizer
+    family = "tiktoken"
+
+    @property
+    def vocab_size(self) -> int:
+        return self.tt.n_words
+
+    @property
+    def bos_id(self) -> int:
+        return self.tt.bos_id
+
+    @property
+    def eos_id(self) -> int:
+        return self.tt.eos_id
+
+    def encode(self, text: str) -> list[int]:
+        """Ids of ``text``, no BOS/EOS (special-token text in it is not parsed as specials)."""
+        return list(self.tt.encode(text, bos=False, eos=False))
+
+    def decode(self, ids: list[int]) -> str:
+        return self.tt.decode(list(ids))
+
+    def piece(self, token: int) -> str:
+        return self.tt.decode_token(token)
+
+    def id_of(self, piece: str) -> int:
+        """The id of a special token's text, or of text that is one rank."""
+        if piece in self.tt.special_tokens:
+            return self.tt.special_tokens[piece]
+        ids = self.encode(piece)
+        if len(ids) != 1:
+            raise TokenizerError(f"{piece!r} is not one token of this tokenizer: {ids}")
+        return ids[0]
+
+
+CaseTokenizer = SentencePieceTokenizer | LlamaTiktokenTokenizer
+
+
+def is_tiktoken(path: Path) -> bool:
+    """Whether ``path`` holds tiktoken ranks (its first line is ``base64 rank``)."""
+    with open(path, "rb") as f:
+        return bool(_TIKTOKEN_LINE.match(f.readline()))
+
+
+def load_tokenizer(path: Path) -> CaseTokenizer:
+    """The tokenizer at ``path``, of either family."""
+    path = Path(path)
+    if not path.is_file():
+        raise TokenizerError(f"tokenizer model {path} does not exist")
+    if is_tiktoken(path):
+        from pytorch_tokenizers import TiktokenTokenizer
+
+        with contextlib.redirect_stdout(io.StringIO()):  # it prints while loading
+            return LlamaTiktokenTokenizer(TiktokenTokenizer(model_path=str(path)))
     import sentencepiece
 
-    if not Path(path).is_file():
-        raise TokenizerError(f"tokenizer model {path} does not exist")
-    return sentencepiece.SentencePieceProcessor(model_file=str(path))
+    try:
+        return SentencePieceTokenizer(sentencepiece.SentencePieceProcessor(model_file=str(path)))
+    except (RuntimeError, OSError) as e:
+        raise TokenizerError(f"tokenizer model {path} is neither a SentencePiece model nor "
+                             f"tiktoken ranks: {str(e).splitlines()[0] if str(e) else e}") from None
 
 
-def encode(tokenizer: SentencePieceProcessor, prompt: str, bos_id: int | None = None) -> list[int]:
-    """``[bos] + SentencePiece ids`` of ``prompt`` (bos from the program when it says so)."""
-    bos = tokenizer.bos_id() if bos_id is None else bos_id
-    return ([bos] if bos >= 0 else []) + list(tokenizer.encode(prompt))
+def encode(tokenizer: CaseTokenizer, prompt: str, bos_id: int | None = None) -> list[int]:
+    """``[bos] + ids`` of ``prompt`` (bos from the program when it says so)."""
+    bos = tokenizer.bos_id if bos_id is None else bos_id
+    return ([bos] if bos >= 0 else []) + tokenizer.encode(prompt)
 
 
-def decode_continuation(tokenizer: SentencePieceProcessor, prompt_ids: list[int],
+def decode_continuation(tokenizer: CaseTokenizer, prompt_ids: list[int],
                         generated: list[int]) -> str:
     """Text of ``generated`` as it continues the prompt (keeps the leading space SentencePiece
     drops when a piece starts a text), i.e. the runner's output less the echoed prompt."""

@@ -29,14 +29,14 @@ def runner(legacy: LegacyArtifacts, qnn_sdk) -> HybridRunner:
 
 @pytest.fixture(scope="module")
 def tokenizer(case: ModelCase):
-    import sentencepiece
+    from pytest_qnn_genai.runtime.tokenizer import load_tokenizer
 
-    return sentencepiece.SentencePieceProcessor(model_file=str(case.path("tokenizer_model")))
+    return load_tokenizer(case.path("tokenizer_model"))
 
 
 @pytest.fixture(scope="module")
 def prompt(case: ModelCase, tokenizer) -> list[int]:
-    return [tokenizer.bos_id()] + tokenizer.encode(case.eval_prompt)
+    return [tokenizer.bos_id] + tokenizer.encode(case.eval_prompt)
 
 
 @pytest.fixture(scope="module")
@@ -113,7 +113,7 @@ def test_emulator_matches_the_cpu_qdq_reference(result: RunResult,
 def test_chunked_prefill_matches_the_reference(runner: HybridRunner, tokenizer,
                                                legacy: LegacyArtifacts) -> None:
     text = "Once upon a time, there was a little girl named Lily. She loved to play outside."
-    ids = [tokenizer.bos_id()] + tokenizer.encode(" ".join([text] * 4))
+    ids = [tokenizer.bos_id] + tokenizer.encode(" ".join([text] * 4))
     ids = ids[:runner.prefill_ar_len * 2 + 7]  # three prefill chunks, the last one partial
     run = runner.generate(ids, 8)
     assert run.extra["prefill_chunks"] == 3
@@ -163,7 +163,7 @@ def test_stops_at_eos(runner: HybridRunner, prompt: list[int], result: RunResult
 
 def test_stops_at_max_seq_len(runner: HybridRunner, tokenizer) -> None:
     n_prompt = runner.max_prompt_len
-    ids = ([tokenizer.bos_id()] + tokenizer.encode("Once upon a time " * 60))[:n_prompt]
+    ids = ([tokenizer.bos_id] + tokenizer.encode("Once upon a time " * 60))[:n_prompt]
     run = runner.generate(ids, 1000, stop_at_eos=False)
     assert run.extra["stop_reason"] == "max_seq_len"
     assert len(ids) + len(run.tokens) == runner.max_seq_len
@@ -183,7 +183,7 @@ def test_run_stage_on_the_emulator(legacy: LegacyArtifacts, case: ModelCase, run
     from pytest_qnn_genai.runtime.run import run
 
     out = run(legacy.pte, case.path("tokenizer_model"), case.eval_prompt, SM8650_EMULATOR, 12)
-    ids = [tokenizer.bos_id()] + tokenizer.encode(case.eval_prompt)
+    ids = [tokenizer.bos_id] + tokenizer.encode(case.eval_prompt)
     assert out.prompt_tokens == ids
     assert out.tokens == runner.generate(ids, 12).tokens
     full = tokenizer.decode(ids[1:] + out.tokens)

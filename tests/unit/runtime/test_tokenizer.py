@@ -1,0 +1,70 @@
+"""Both tokenizer families, held against upstream's loader (``pytorch_tokenizers.get_tokenizer``,
+what llama.py uses) and against the ids transformers generated for the llama3 toy's model card."""
+from __future__ import annotations
+
+import contextlib
+import io
+from pathlib import Path
+
+import pytest
+
+from pytest_qnn_genai.models import registry
+from pytest_qnn_genai.runtime.tokenizer import (
+    TokenizerError,
+    decode_continuation,
+    encode,
+    is_tiktoken,
+    load_tokenizer,
+)
+
+STORIES = registry.MODELS_DIR / "stories260k" / "tokenizer.model"
+LLAMA3 = registry.MODELS_DIR / "llama3_2_toy" / "tokenizer.model"
+# MODEL_CARD.md of llama3_2_toy: transformers' greedy ids after bos + "Once upon a time" (first 12)
+LLAMA3_CONTINUATION = [44, 363, 287, 258, 396, 439, 350, 276, 46, 317, 394, 265]
+
+
+def _upstream(path: Path):  # pytorch_tokenizers picks the family as llama.py does
+    from pytorch_tokenizers import get_tokenizer
+
+    with contextlib.redirect_stdout(io.StringIO()):
+        return get_tokenizer(str(path))
+
+
+@pytest.mark.parametrize("path,family,vocab", [(STORIES, "sentencepiece", 512),
+                                               (LLAMA3, "tiktoken", 1024)])
+def test_each_family_encodes_as_upstream_does(path: Path, family: str, vocab: int) -> None:
+    tok, ref = load_tokenizer(path), _upstream(path)
+    assert (tok.family, tok.vocab_size) == (family, vocab) == (family, ref.n_words)
+    assert (tok.bos_id, tok.eos_id) == (ref.bos_id, ref.eos_id)
+    for text in ("Once upon a time", " there was a little boy named Tom.", "Hi!\n\nBye"):
+        assert encode(tok, text) == ref.encode(text, bos=True, eos=False)
+    assert tok.id_of(tok.piece(tok.eos_id)) == tok.eos_id
+
+
+def test_llama3_continuation_decodes_to_the_model_cards_text() -> None:
+    tok = load_tokenizer(LLAMA3)
+    prompt = encode(tok, "Once upon a time")
+    assert prompt == [768, 348, 349, 258, 324]
+    text = decode_continuation(tok, prompt, LLAMA3_CONTINUATION)
+    assert text == ", there was a little boy named Tom. He loved to"
+    assert (tok.piece(tok.eos_id), tok.id_of("<|eot_id|>")) == ("<|end_of_text|>", 777)
+    with pytest.raises(TokenizerError, match="not one token"):
+        tok.id_of("Once upon")
+
+
+def test_sentencepiece_continuation_keeps_the_leading_space() -> None:
+    tok = load_tokenizer(STORIES)
+    body = tok.encode("Once upon a time")
+    assert decode_continuation(tok, body, tok.encode(" there was")) == " there was"
+    assert tok.piece(tok.eos_id) == "</s>"
+
+
+def test_bad_files_are_one_line(tmp_path: Path) -> None:
+    with pytest.raises(TokenizerError, match="does not exist"):
+        load_tokenizer(tmp_path / "missing.model")
+    junk = tmp_path / "junk.model"
+    junk.write_bytes(b"\x00\x01not a tokenizer")
+    assert not is_tiktoken(junk) and is_tiktoken(LLAMA3) and not is_tiktoken(STORIES)
+    with pytest.raises(TokenizerError, match="neither a SentencePiece model nor tiktoken") as e:
+        load_tokenizer(junk)
+    assert "\n" not in str(e.value)
