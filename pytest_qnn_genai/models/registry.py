@@ -29,9 +29,9 @@ class ModelCase:
     name: str
     folder: Path
     decoder_model: str  # the legacy llama.py --decoder_model name
-    checkpoint: str  # llama2.c layout: {"model": {...}, "model_args": {...}}
+    checkpoint: str  # llama2.c layout {"model": ..., "model_args": ...} or Meta's (see family)
     params: str  # params.json
-    tokenizer_model: str  # SentencePiece .model
+    tokenizer_model: str  # SentencePiece .model or tiktoken ranks (see family)
     tokenizer_bin: str  # llama2.c tokenizer.bin (for the C++ runner)
     model_mode: str = "hybrid"
     prefill_ar_len: int = 32
@@ -47,6 +47,15 @@ class ModelCase:
     def path(self, attr: str) -> Path:
         """Absolute path of one of the case's files (``"checkpoint"``, ``"params"``, ...)."""
         return self.folder / getattr(self, attr)
+
+    @property
+    def family(self) -> str:
+        """The checkpoint layout and tokenizer family, picked from ``decoder_model`` as llama.py
+        picks them: ``llama3`` (Meta ``consolidated.00.pth``, tiktoken) for ``llama3_2-*``,
+        else ``llama2c`` (llama2.c checkpoint, SentencePiece). The name of the module in
+        :mod:`pytest_qnn_genai.models` that loads it (``load_checkpoint``,
+        ``to_static_llama_state_dict``)."""
+        return "llama3" if self.decoder_model.startswith("llama3") else "llama2c"
 
     @property
     def params_dict(self) -> dict[str, Any]:

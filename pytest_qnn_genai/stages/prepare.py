@@ -11,6 +11,7 @@ attention/feed-forward/linear layers rewritten as 1x1 convs), once per graph:
 """
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,7 +20,6 @@ import torch
 
 from pytest_qnn_genai.compat import llama_example
 from pytest_qnn_genai.hybrid import CALIBRATION, DECODE, PREFILL
-from pytest_qnn_genai.models import llama2c
 from pytest_qnn_genai.models.registry import ModelCase
 
 
@@ -28,7 +28,7 @@ class UnsupportedCaseError(ValueError):
 
 
 def check_case(case: ModelCase) -> None:
-    """Refuse cases whose legacy config needs more than this flow does (llama2.c + plain LlamaModel,
+    """Refuse cases whose legacy config needs more than this flow does (plain LlamaModel,
     hybrid mode, one shard, no masked softmax / SpinQuant, wq/wk permuted)."""
     llama_pkg = llama_example.package()
     config = llama_pkg.SUPPORTED_LLM_MODELS.get(case.decoder_model)
@@ -154,8 +154,9 @@ def prepare(case: ModelCase) -> PreparedModel:
     from pytorch_tokenizers import get_tokenizer
 
     params = case.params_dict
-    state_dict = llama2c.to_static_llama_state_dict(
-        llama2c.load_checkpoint(case.path("checkpoint"), params), params)
+    family = importlib.import_module(f"pytest_qnn_genai.models.{case.family}")
+    state_dict = family.to_static_llama_state_dict(
+        family.load_checkpoint(case.path("checkpoint"), params), params)
     graphs, examples, graph_meta, cal_mask = {}, {}, {}, None
     torch.manual_seed(0)  # get_example_inputs draws random tokens; keep them reproducible
     for name in (DECODE, PREFILL, CALIBRATION):
