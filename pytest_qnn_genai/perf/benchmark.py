@@ -99,7 +99,7 @@ def host_generation(pte: Path | str, tokenizer_model: Path | str, workload: Work
     from pytest_qnn_genai.runtime.tokenizer import encode, load_tokenizer
 
     runner = (runner_class or HybridRunner)(pte)
-    ids = encode(load_tokenizer(Path(tokenizer_model)), workload.prompt, runner.bos_id)
+    ids = encode(load_tokenizer(Path(tokenizer_model)), workload.prompt)  # the tokenizer's BOS
     ids = ids[:runner.max_prompt_len]
     n = max(1, min(workload.max_new_tokens, runner.max_seq_len - 1 - len(ids)))
 

@@ -21,7 +21,7 @@ before activating, or before sentencepiece.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -221,13 +221,15 @@ class HybridRunner:
                 f"{self.prefill.ar_len}, max_seq_len {self.max_seq_len})")
 
     def generate(self, prompt_tokens: list[int], max_new_tokens: int,
-                 stop_at_eos: bool = True) -> RunResult:
+                 stop_at_eos: bool = True, eos_ids: Collection[int] | None = None) -> RunResult:
         """Greedy generation: argmax of the raw quantized logits, as the C++ runner does.
 
         Prompts longer than the prefill AR run as several prefill chunks. Generation stops after
         ``max_new_tokens`` tokens, at an EOS token (when ``stop_at_eos``; also when EOS is the
         first token, where the C++ runner would go on) or when the position reaches
-        ``max_seq_len - 1``. ``logits`` are the dequantized rows ``(q - zero_point) * scale``
+        ``max_seq_len - 1``. The EOS tokens are ``eos_ids`` (the tokenizer's, as the C++ runner
+        takes them: :func:`~pytest_qnn_genai.runtime.tokenizer.stop_ids`), else the program's
+        ``get_eos_id``. ``logits`` are the dequantized rows ``(q - zero_point) * scale``
         (float32 ``[len(tokens), vocab]``) that produced each token.
 
         Perf figures follow ExecuTorch's ``PyTorchObserver`` stats (extension/llm/runner/stats.h),
@@ -244,6 +246,7 @@ class HybridRunner:
         ``extra["runner_overhead_s"]`` the rest of prefill + decode time (inputs, KV copies).
         """
         self._check_request(prompt_tokens, max_new_tokens)
+        stops = self.eos_ids if eos_ids is None else frozenset(int(e) for e in eos_ids)
         prompt = [int(t) for t in prompt_tokens]
         times: dict[str, list[float]] = {self.prefill.name: [], self.decode.name: []}
         self._reset()
@@ -259,7 +262,7 @@ class HybridRunner:
         first = time.perf_counter()
         stop = "max_new_tokens"
         while True:
-            if stop_at_eos and tokens[-1] in self.eos_ids:
+            if stop_at_eos and tokens[-1] in stops:
                 stop = "eos"
                 break
             if len(tokens) >= max_new_tokens:

@@ -12,7 +12,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pytest_qnn_genai.runtime.result import RunResult
-from pytest_qnn_genai.runtime.tokenizer import decode_continuation, encode, load_tokenizer
+from pytest_qnn_genai.runtime.tokenizer import (
+    decode_continuation,
+    encode,
+    load_tokenizer,
+    stop_ids,
+)
 from pytest_qnn_genai.sdk import require_active
 from pytest_qnn_genai.targets import Target
 
@@ -48,9 +53,9 @@ def run(pte: Path, tokenizer_model: Path, prompt: str, target: Target,
     if tokenizer.vocab_size != runner.vocab_size:
         raise RunStageError(f"tokenizer {Path(tokenizer_model).name} has {tokenizer.vocab_size} "
                             f"pieces but {Path(pte).name} has vocabulary {runner.vocab_size}")
-    prompt_ids = encode(tokenizer, prompt, runner.bos_id)
-    result = runner.generate(prompt_ids, max_new_tokens)
-    body = prompt_ids[1:] if prompt_ids and prompt_ids[0] == runner.bos_id else prompt_ids
+    prompt_ids = encode(tokenizer, prompt)  # BOS and EOS from the tokenizer, as the C++ runner
+    result = runner.generate(prompt_ids, max_new_tokens, eos_ids=stop_ids(tokenizer))
+    body = prompt_ids[1:] if prompt_ids and prompt_ids[0] == tokenizer.bos_id else prompt_ids
     result.text = decode_continuation(tokenizer, body, result.tokens)
     result.device = target.device
     result.extra.update(target=target.id, prompt=prompt)

@@ -138,6 +138,17 @@ def load_tokenizer(path: Path) -> CaseTokenizer:
                              f"tiktoken ranks: {str(e).splitlines()[0] if str(e) else e}") from None
 
 
+def stop_ids(tokenizer: CaseTokenizer) -> frozenset[int]:
+    """The ids ``qnn_llama_runner`` stops at (runner.cpp ``Runner::load``): the tokenizer's EOS,
+    plus ``<|eot_id|>`` for the Llama 3 family (``--decoder_model_version llama3``). Upstream's
+    static_llama writes bos 1 / eos 2 into every program's metadata whatever the tokenizer says,
+    and the runner reads neither: BOS and EOS come from the tokenizer."""
+    ids = {tokenizer.eos_id}
+    if tokenizer.family == "tiktoken":
+        ids.add(tokenizer.id_of("<|eot_id|>"))
+    return frozenset(ids)
+
+
 def encode(tokenizer: CaseTokenizer, prompt: str, bos_id: int | None = None) -> list[int]:
     """``[bos] + ids`` of ``prompt`` (bos from the program when it says so)."""
     bos = tokenizer.bos_id if bos_id is None else bos_id

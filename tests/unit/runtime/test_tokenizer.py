@@ -15,6 +15,7 @@ from pytest_qnn_genai.runtime.tokenizer import (
     encode,
     is_tiktoken,
     load_tokenizer,
+    stop_ids,
 )
 
 STORIES = registry.MODELS_DIR / "stories260k" / "tokenizer.model"
@@ -50,6 +51,12 @@ def test_llama3_continuation_decodes_to_the_model_cards_text() -> None:
     assert (tok.piece(tok.eos_id), tok.id_of("<|eot_id|>")) == ("<|end_of_text|>", 777)
     with pytest.raises(TokenizerError, match="not one token"):
         tok.id_of("Once upon")
+
+
+def test_stop_ids_are_the_runners() -> None:
+    # runner.cpp Runner::load: the tokenizer's EOS, + <|eot_id|> for decoder_model_version llama3
+    assert stop_ids(load_tokenizer(STORIES)) == {2}
+    assert stop_ids(load_tokenizer(LLAMA3)) == {769, 777}
 
 
 def test_sentencepiece_continuation_keeps_the_leading_space() -> None:
