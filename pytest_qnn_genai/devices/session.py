@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Any
 
 from pytest_qnn_genai.devices import executor_runs, llama_runs
 from pytest_qnn_genai.devices.adb import AdbDevice, DeviceInfo
-from pytest_qnn_genai.devices.llama_runs import retokenize
 from pytest_qnn_genai.devices.pool import assign_from_env, device_address, device_lock, lock_path
 from pytest_qnn_genai.devices.setup import (
     POOLED_DEVICE,
@@ -40,7 +39,6 @@ if TYPE_CHECKING:
     from pytest_qnn_genai.runtime.tokenizer import CaseTokenizer
 
 RUN_TIMEOUT_S = 900.0  # one runner invocation
-__all__ = ["DeviceSession", "DeviceSessions", "retokenize", "workspace_id"]
 
 
 def workspace_id(serial: str) -> str:

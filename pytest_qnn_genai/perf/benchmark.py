@@ -107,10 +107,10 @@ def host_generation(pte: Path | str, tokenizer_model: Path | str, workload: Work
         perf = runner.generate(ids, n, stop_at_eos=False).perf
         if workload.prefill_passes <= 1:
             return perf
-        seconds = perf.prompt_tokens / perf.prefill_tok_s
+        seconds = round_work(perf, "prefill_tok_s").seconds
         for _ in range(workload.prefill_passes - 1):
-            extra = runner.generate(ids, 1, stop_at_eos=False).perf
-            seconds += extra.prompt_tokens / extra.prefill_tok_s
+            seconds += round_work(runner.generate(ids, 1, stop_at_eos=False).perf,
+                                  "prefill_tok_s").seconds
         tokens = perf.prompt_tokens * workload.prefill_passes
         return replace(perf, prompt_tokens=tokens, prefill_tok_s=tokens / seconds)
     return generate

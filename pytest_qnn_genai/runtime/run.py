@@ -62,6 +62,12 @@ def run(pte: Path, tokenizer_model: Path, prompt: str, target: Target,
     return result
 
 
+def _require_device(target: Target, device: DeviceSession | None) -> None:
+    if device is None:  # never a silent fall-back to the host for a phone target
+        raise RunStageError(f"{target.id}: a phone run needs a device session "
+                            "(pytest_qnn_genai.devices.session.DeviceSession)")
+
+
 def run_on_device(pte: Path, tokenizer_model: Path, prompt: str, target: Target,
                   max_new_tokens: int, device: DeviceSession | None, tokenizer_bin: Path | None,
                   pte_digest: str | None, logits: bool = False) -> RunResult:
@@ -71,9 +77,7 @@ def run_on_device(pte: Path, tokenizer_model: Path, prompt: str, target: Target,
     Without ``logits`` the runner reports text, not ids: ``tokens`` are the text re-tokenized with
     ``tokenizer_model`` and ``logits`` is None; ``extra["tokens_source"]`` says which.
     """
-    if device is None:
-        raise RunStageError(f"{target.id}: a phone run needs a device session "
-                            "(pytest_qnn_genai.devices.session.DeviceSession)")
+    _require_device(target, device)
     if tokenizer_bin is None or not Path(tokenizer_bin).is_file():
         raise RunStageError(f"{target.id}: the C++ runner needs the llama2.c tokenizer.bin, "
                             f"got {tokenizer_bin}")
@@ -99,8 +103,6 @@ def run_method(pte: Path, inputs: Sequence[torch.Tensor], target: Target, *,
         from pytest_qnn_genai.runtime.programs import run_method as run_here
 
         return list(run_here(Path(pte), inputs, method))
-    if device is None:
-        raise RunStageError(f"{target.id}: a phone run needs a device session "
-                            "(pytest_qnn_genai.devices.session.DeviceSession)")
+    _require_device(target, device)
     arrays = [t.detach().contiguous().numpy() for t in inputs]
     return [torch.from_numpy(a) for a in device.run_method(Path(pte), arrays, pte_digest, method)]

@@ -17,8 +17,8 @@ import torch
 from pytest_qnn_genai.checks import numerics
 from pytest_qnn_genai.devices import setup as device_setup
 from pytest_qnn_genai.devices.adb import RetryPolicy
-from pytest_qnn_genai.devices.llama_runs import RunnerContractError
-from pytest_qnn_genai.devices.session import DeviceSession, retokenize
+from pytest_qnn_genai.devices.llama_runs import RunnerContractError, retokenize
+from pytest_qnn_genai.devices.session import DeviceSession
 from pytest_qnn_genai.devices.setup import device_targets
 from pytest_qnn_genai.devices.workspace import LIBS_MARKER
 from pytest_qnn_genai.flows import smoke
