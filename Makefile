@@ -42,11 +42,13 @@ test: lint adb
 	  if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests (exit 5)" >&2; fi; exit $$rc
 
 # Every suite with --nightly, the report into reports/<date>/ (trend over earlier nights, changes
-# against the newest earlier night); the pytest-benchmark JSON goes next to it.
+# against the newest earlier night); the pytest-benchmark JSON goes next to it. The emulator A/B
+# gate runs legacy:new and each case's committed variant pair ar8:new.
 REPORTS ?= reports
 nightly: install
 	@day=$$(date -u +%F); mkdir -p $(REPORTS)/$$day; \
 	  $(PY) -m pytest suites --soc $(SOC) --nightly --qnn-report $(REPORTS) \
+	    --qnn-ab legacy:new --qnn-ab ar8:new \
 	    --benchmark-json $(REPORTS)/$$day/benchmark.json $(PYTEST_ARGS)
 
 clean:

@@ -153,6 +153,13 @@ class Pipeline:
 
         return run_method(pte, inputs, target, device=self._device(target), pte_digest=digest)
 
+    def variant_pte(self, case: ModelCase, variant: str, target: Target) -> Path:
+        """The .pte of one build variant of ``case`` (:attr:`ModelCase.variant_names`):
+        ``legacy`` (llama.py), ``new`` (the staged flow) or a declared variant, staged."""
+        if variant == "legacy":
+            return self.legacy(case, target).pte
+        return self.pte(case.variant(variant), target).pte
+
     def legacy_entry(self, case: ModelCase, target: Target) -> CacheEntry:
         """The legacy flow (executorch's llama.py, compile-only) for the same case and target."""
         from pytest_qnn_genai.flows.legacy import build_legacy

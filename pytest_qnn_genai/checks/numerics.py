@@ -2,8 +2,13 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from pytest_qnn_genai.runtime.result import RunResult
 
 
 def _flat(x: object) -> np.ndarray:
@@ -43,3 +48,18 @@ def rowwise_cosine(reference: object, test: object) -> np.ndarray:
 def max_abs(reference: object, test: object) -> float:
     """Largest absolute elementwise difference."""
     return float(np.max(np.abs(_flat(reference) - _flat(test)))) if _flat(reference).size else 0.0
+
+
+def accuracy_vs_reference(run: RunResult, reference_logits: Callable[[list[int]], np.ndarray],
+                          ) -> dict[str, float]:
+    """How much of a reference model a generation keeps: the reference's logits teacher-forced on
+    the run's own tokens against the run's logits (``sqnr_db``), and the share of steps where the
+    reference's argmax is the token the run chose (``greedy_agreement``)."""
+    if run.logits is None or not run.tokens:
+        raise ValueError(f"{run.device}: the run has no tokens or no logits to judge")
+    prompt, tokens = list(run.prompt_tokens), list(run.tokens)
+    want = reference_logits(prompt + tokens[:-1])[len(prompt) - 1:]
+    got = np.asarray(run.logits)[:len(want)]
+    return {"sqnr_db": round(sqnr_db(want, got), 3),
+            "greedy_agreement": round(float(np.mean(np.argmax(want, 1) == np.asarray(tokens))), 4),
+            "steps": len(tokens)}

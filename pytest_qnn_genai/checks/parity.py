@@ -34,9 +34,12 @@ class Check:
     delta: Any = ""
     ok: bool = True
     detail: str = ""
+    info: bool = False  # a figure reported, judged by nothing
 
     @property
     def verdict(self) -> str:
+        if self.info:
+            return "info"
         return "ok" if self.ok else "FAIL"
 
     def row(self) -> dict[str, str]:

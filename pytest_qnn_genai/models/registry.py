@@ -2,11 +2,15 @@
 
 A model case is everything the pipeline needs to build and judge one LLM. Add a model by adding a
 folder with its files and a ``case.json`` next to this module (see ``stories260k/case.json``).
+
+A case may declare build *variants* (``"variants": {"ar8": {"prefill_ar_len": 8}}``): the same
+weights built by the staged flow with other static-graph shapes, for the emulator A/B gate
+(``--qnn-ab ar8:new``). ``new`` names the case as it is and ``legacy`` llama.py's build of it.
 """
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +20,10 @@ MODELS_DIR = Path(__file__).parent
 # Settings read when a built program runs, never when it is built (prompts, token counts, the perf
 # workload in ``extra``): they stay out of build cache keys.
 RUNTIME_FIELDS = ("eval_prompt", "max_new_tokens", "extra")
+# Build settings a variant may change (shapes of the static graphs; the weights, tokenizer and
+# quant recipe stay the case's own), and the variant names every case has.
+VARIANT_FIELDS = ("prefill_ar_len", "max_seq_len", "max_context_len")
+FLOW_VARIANTS = ("legacy", "new")
 
 
 class ModelCaseError(ValueError):
@@ -43,6 +51,7 @@ class ModelCase:
     max_new_tokens: int = 48
     calibration_prompts: tuple[str, ...] = ()
     extra: dict[str, Any] = field(default_factory=dict)
+    variants: dict[str, dict[str, int]] = field(default_factory=dict)  # name -> VARIANT_FIELDS
 
     def path(self, attr: str) -> Path:
         """Absolute path of one of the case's files (``"checkpoint"``, ``"params"``, ...)."""
@@ -69,9 +78,39 @@ class ModelCase:
         """Everything that shapes what the pipeline builds from this case (a cache-key input), and
         nothing that does not: the run-time settings (:data:`RUNTIME_FIELDS`) are left out, so
         changing the eval prompt or the token count rebuilds no model."""
-        spec = {k: v for k, v in asdict(self).items() if k not in ("folder", *RUNTIME_FIELDS)}
+        spec = {k: v for k, v in asdict(self).items()
+                if k not in ("folder", "variants", *RUNTIME_FIELDS)}
         spec["file_sha256"] = {role: file_sha256(p) for role, p in self.files().items()}
         return spec
+
+
+    @property
+    def variant_names(self) -> tuple[str, ...]:
+        """Every build of this case the A/B gate can compare (``legacy``, ``new``, declared)."""
+        return (*FLOW_VARIANTS, *self.variants)
+
+    def variant(self, name: str) -> ModelCase:
+        """The case built as variant ``name`` (``new``: itself; ``legacy`` is no staged build)."""
+        if name == "new":
+            return self
+        if name not in self.variants:
+            raise ModelCaseError(f"model case {self.name} has no build variant {name!r}; its "
+                                 f"variants: {', '.join(self.variant_names)}")
+        return replace(self, name=f"{self.name}@{name}", variants={}, **self.variants[name])
+
+    def check_variants(self) -> None:
+        """Each declared variant changes only :data:`VARIANT_FIELDS`, to positive integers."""
+        for name, overrides in self.variants.items():
+            bad = [k for k in overrides if k not in VARIANT_FIELDS]
+            if name in FLOW_VARIANTS or ":" in name or not isinstance(overrides, dict) or bad:
+                raise ModelCaseError(
+                    f"model case {self.name}: variant {name!r} must be a new name (not "
+                    f"{'/'.join(FLOW_VARIANTS)}, no ':') overriding only "
+                    f"{', '.join(VARIANT_FIELDS)}" + (f"; got {', '.join(bad)}" if bad else ""))
+            wrong = {k: v for k, v in overrides.items() if not (type(v) is int and v > 0)}
+            if wrong:
+                raise ModelCaseError(f"model case {self.name}: variant {name!r}: {wrong} must be "
+                                     "positive integers")
 
 
 def load_case(folder: Path) -> ModelCase:
@@ -89,6 +128,10 @@ def load_case(folder: Path) -> ModelCase:
     for role, p in case.files().items():
         if not p.is_file():
             raise ModelCaseError(f"{spec_file}: {role} file {p.name} is missing")
+    try:
+        case.check_variants()
+    except ModelCaseError as e:
+        raise ModelCaseError(f"{spec_file}: {e}") from None
     return case
 
 

@@ -32,7 +32,8 @@ CASE = {"name": "stories260k", "decoder_model": "stories260k", "checkpoint": "st
         "params": "params.json", "tokenizer_model": "tokenizer.model",
         "tokenizer_bin": "tokenizer.bin", "model_mode": "hybrid", "prefill_ar_len": 32,
         "max_seq_len": 128, "max_context_len": 128, "quant_recipe": "16a4w",
-        "kv_io_bit_width": 8, "eval_prompt": EVAL_PROMPT, "max_new_tokens": EVAL_TOKENS}
+        "kv_io_bit_width": 8, "eval_prompt": EVAL_PROMPT, "max_new_tokens": EVAL_TOKENS,
+        "variants": {"ar8": {"prefill_ar_len": 8}}}  # the A/B gate's committed pair: ar8:new
 
 
 @dataclass(frozen=True)

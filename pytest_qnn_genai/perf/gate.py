@@ -1,27 +1,30 @@
-"""The A/B gate: two builds run interleaved in one session, judged by their paired ratios.
+"""The A/B gate: two builds measured side by side in one session, judged by their paired ratios.
 
-:func:`interleave` runs A and B in adjacent pairs (A B, B A, ...), so each pair sees the same
-machine. :func:`relative_gate` takes the per-pair ratios ``b_i / a_i`` and judges their median
-with a distribution-free confidence interval (order statistics of the ratios, binomial ranks): B
-passes only when the interval's lower bound is at or above the floor, fails when its upper bound
-is below it, and is *inconclusive* otherwise. :func:`ab_gate` runs more pairs while a figure is
-inconclusive (or rests on too little work), up to the round cap; still inconclusive there, it
-fails and says so: a gate that could not tell is never a pass.
+A *pairing* runs one round of A and B next to each other and returns a :class:`PairedRound`: each
+side's figures and, per gated figure, the round's B/A rate ratio. :class:`Interleaved` pairs two
+whole generations (A's round, then B's); :class:`~pytest_qnn_genai.perf.lockstep.Lockstep` (the
+emulator's) pairs them call by call. :func:`ab_gate` alternates the order (A B, B A, ...), and
+:func:`relative_gate` judges the median of the rounds' ratios with a distribution-free
+confidence interval (order statistics of the ratios, binomial ranks): B passes only when the
+interval's lower bound is at or above the floor, fails when its upper bound is below it, and is
+*inconclusive* otherwise. :func:`ab_gate` runs more rounds while a figure is inconclusive (or
+rests on too little work), up to the round cap; still inconclusive there, it fails and says so:
+a gate that could not tell is never a pass.
 
 Measured hazard (2 shared cores, stories260k, identical legacy and new programs): per-round
-decode rates jumped between ~11.5 and ~17 tok/s with nothing else of ours running; a CI run's
-median(B)/median(A) over 7 rounds came out 0.887 against the 0.9 floor, a false fail. Under a
-bursty CPU hog the paired decode ratios of identical programs spread 0.50..1.67 over 15 pairs: no
-estimator is reliable there, which is why the gate reports inconclusive instead of guessing.
-Process CPU time is no remedy: the runtime's threads spin, it measured noisier than wall time.
+decode rates jumped between ~11.5 and ~17 tok/s with nothing else of ours running; pairing whole
+~2 s generations, a CI run's paired decode ratios spread 0.85..1.07 over 20 pairs (inconclusive
+at the cap, a false fail). Under a bursty CPU hog the paired decode ratios of identical programs
+spread 0.50..1.67 over 15 pairs. Process CPU time is no remedy: the runtime's threads spin, it
+measured noisier than wall time. Hence the emulator pairs single calls, milliseconds apart.
 """
 from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Callable, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pytest_qnn_genai.perf.minimum import GATED
 
@@ -96,52 +99,75 @@ def relative_gate(a_figures: Sequence[float], b_figures: Sequence[float],
     if not a_figures or len(a_figures) != len(b_figures):
         raise ValueError(f"relative_gate: need equal, non-empty round lists, got {len(a_figures)} "
                          f"A and {len(b_figures)} B figures")
-    bad = [v for v in (*a_figures, *b_figures) if not (math.isfinite(v) and v > 0)]
-    if bad:
-        raise ValueError(f"relative_gate: rates must be positive and finite, got {bad[0]!r}")
-    ratios = [b / a for a, b in zip(a_figures, b_figures)]
+    _check_positive("rates", (*a_figures, *b_figures))
+    return ratio_gate([b / a for a, b in zip(a_figures, b_figures)], floor,
+                      statistics.median(a_figures), statistics.median(b_figures), confidence)
+
+
+def ratio_gate(ratios: Sequence[float], floor: float, median_a: float, median_b: float,
+               confidence: float = CONFIDENCE) -> GateVerdict:
+    """Judge B against A from per-round B/A rate ratios (``median_a``/``median_b``: reported)."""
+    if not ratios:
+        raise ValueError("ratio_gate: need at least one round's ratio")
+    _check_positive("ratios", ratios)
     low, high = median_bounds(ratios, confidence)
-    return GateVerdict(statistics.median(ratios), low, high, floor,
-                       statistics.median(a_figures), statistics.median(b_figures), len(ratios))
+    return GateVerdict(statistics.median(ratios), low, high, floor, median_a, median_b,
+                       len(ratios))
 
 
-def interleave(run_a: Callable[[], float], run_b: Callable[[], float], rounds: int,
-               warmup: int = 1) -> tuple[list[float], list[float]]:
-    """Alternate A and B: ``warmup`` discarded pairs, then ``rounds`` recorded pairs.
-
-    Recorded pairs run in ABBA order (A B, B A, A B, ...), so neither contender always runs
-    second (right after the other warmed or cooled the caches): order effects cancel and slow
-    drift of the machine hits both alike.
-    """
-    if rounds < 1 or warmup < 0:
-        raise ValueError(f"interleave: need rounds >= 1 and warmup >= 0, got rounds={rounds} "
-                         f"warmup={warmup}")
-    for _ in range(warmup):
-        run_a()
-        run_b()
-    a: list[float] = []
-    b: list[float] = []
-    for i in range(rounds):
-        if i % 2:
-            b.append(run_b())
-            a.append(run_a())
-        else:
-            a.append(run_a())
-            b.append(run_b())
-    return a, b
+def _check_positive(what: str, values: Sequence[float]) -> None:
+    bad = [v for v in values if not (math.isfinite(v) and v > 0)]
+    if bad:
+        raise ValueError(f"relative_gate: {what} must be positive and finite, got {bad[0]!r}")
 
 
 @dataclass(frozen=True)
 class Contender:
-    """One side of an A/B comparison."""
+    """One side of an A/B comparison: a name and its generation."""
 
     name: str
     generate: Generate
 
 
+@dataclass(frozen=True)
+class PairedRound:
+    """One round of A next to B: each side's figures and, per gated figure, the B/A rate ratio."""
+
+    a: PerfStats
+    b: PerfStats
+    ratios: Mapping[str, float]
+
+
+class Pairing(Protocol):
+    """Runs one round of A and B side by side (``b_first``: B goes first this round)."""
+
+    a: str
+    b: str
+
+    def __call__(self, b_first: bool) -> PairedRound: ...
+
+
+class Interleaved:
+    """Whole generations paired: A's round then B's (or B's then A's); a round's ratio is the
+    ratio of the two rounds' figures."""
+
+    def __init__(self, a: Contender, b: Contender) -> None:
+        self.a, self.b = a.name, b.name
+        self._a, self._b = a.generate, b.generate
+
+    def __call__(self, b_first: bool) -> PairedRound:
+        if b_first:
+            b = self._b()
+            a = self._a()
+        else:
+            a = self._a()
+            b = self._b()
+        return PairedRound(a, b, {fig: getattr(b, fig) / getattr(a, fig) for fig in GATED})
+
+
 @dataclass
 class ABOutcome:
-    """Interleaved rounds of A and B and the gate verdict per rate figure (paired B/A ratios)."""
+    """The recorded rounds of A and B and the gate verdict per rate figure (paired ratios)."""
 
     a: str
     b: str
@@ -169,34 +195,34 @@ class ABOutcome:
         return out
 
 
-def _verdicts(a_stats: Sequence[PerfStats], b_stats: Sequence[PerfStats],
-              floor: float) -> dict[str, GateVerdict]:
-    return {fig: relative_gate([getattr(s, fig) for s in a_stats],
-                               [getattr(s, fig) for s in b_stats], floor) for fig in GATED}
+def _verdicts(rounds: Sequence[PairedRound], floor: float) -> dict[str, GateVerdict]:
+    return {fig: ratio_gate([r.ratios[fig] for r in rounds], floor,
+                            statistics.median(getattr(r.a, fig) for r in rounds),
+                            statistics.median(getattr(r.b, fig) for r in rounds))
+            for fig in GATED}
 
 
-def ab_gate(a: Contender, b: Contender, rounds: int, floor: float, minimum: Minimum,
+def ab_gate(pairing: Pairing, rounds: int, floor: float, minimum: Minimum,
             warmup: int = 1) -> ABOutcome:
-    """Run A B, B A, ... (``warmup`` discarded pairs, ``rounds`` pairs, then one more pair at a
-    time while a side misses ``minimum`` or a figure's verdict is inconclusive, up to
-    ``minimum.max_rounds`` pairs, never fewer than :func:`least_pairs`) and gate B/A on each
-    rate."""
-    a_stats: list[PerfStats] = []
-    b_stats: list[PerfStats] = []
+    """Run ``warmup`` discarded rounds (A first), then ``rounds`` recorded ones in ABBA order (A
+    first, B first, ...), then one more at a time while a side misses ``minimum`` or a figure's
+    verdict is inconclusive, up to ``minimum.max_rounds`` (never fewer than
+    :func:`least_pairs`); gate B/A on each rate."""
+    if rounds < 1 or warmup < 0:
+        raise ValueError(f"ab_gate: need rounds >= 1 and warmup >= 0, got rounds={rounds} "
+                         f"warmup={warmup}")
+    for _ in range(warmup):
+        pairing(False)
+    done = [pairing(bool(i % 2)) for i in range(rounds)]
 
-    def run(c: Contender, into: list[PerfStats]) -> float:
-        into.append(c.generate())
-        return into[-1].decode_tok_s
+    def short() -> list[str]:
+        return (minimum.shortfall([r.a for r in done])
+                + minimum.shortfall([r.b for r in done]))
 
-    interleave(lambda: run(a, a_stats), lambda: run(b, b_stats), rounds, warmup)
-    a_stats, b_stats = a_stats[warmup:], b_stats[warmup:]
-    verdicts = _verdicts(a_stats, b_stats, floor)
-    while ((minimum.shortfall(a_stats) or minimum.shortfall(b_stats)
-            or any(v.state == "inconclusive" for v in verdicts.values()))
-           and len(a_stats) < max(minimum.max_rounds, least_pairs())):
-        first, second = ((b, b_stats), (a, a_stats)) if len(a_stats) % 2 else (
-            (a, a_stats), (b, b_stats))  # keep the ABBA order going
-        interleave(lambda f=first: run(*f), lambda s=second: run(*s), 1, 0)
-        verdicts = _verdicts(a_stats, b_stats, floor)
-    return ABOutcome(a.name, b.name, a_stats, b_stats, verdicts,
-                     minimum.shortfall(a_stats) + minimum.shortfall(b_stats))
+    verdicts = _verdicts(done, floor)
+    while ((short() or any(v.state == "inconclusive" for v in verdicts.values()))
+           and len(done) < max(minimum.max_rounds, least_pairs())):
+        done.append(pairing(bool(len(done) % 2)))  # keep the ABBA order going
+        verdicts = _verdicts(done, floor)
+    return ABOutcome(pairing.a, pairing.b, [r.a for r in done], [r.b for r in done], verdicts,
+                     short())

@@ -75,6 +75,18 @@ def _devices(raw: Raw, knob: Knob, ctx: Context) -> tuple[str, ...]:
     return entries
 
 
+def _ab_pairs(raw: Raw, knob: Knob, ctx: Context) -> tuple[tuple[str, str], ...]:
+    """``--qnn-ab A:B`` entries: (reference, candidate) variant names, repeats dropped."""
+    pairs = []
+    for entry in _names(raw, knob, ctx):
+        a, sep, b = entry.partition(":")
+        if not (sep and a.strip() and b.strip()) or a.strip() == b.strip():
+            raise OptionError(f"expected REFERENCE:CANDIDATE (two different variant names, e.g. "
+                              f"legacy:new or ar8:new), got {entry!r}")
+        pairs.append((a.strip(), b.strip()))
+    return tuple(dict.fromkeys(pairs))
+
+
 def _socs(raw: Raw, knob: Knob, ctx: Context) -> tuple[SocSpec, ...]:
     try:
         socs = tuple(dict.fromkeys(targets.soc(s) for s in _split(raw)))
@@ -209,6 +221,10 @@ KNOBS: tuple[Knob, ...] = (
           number(float, 0.0, low_open=True), "RATIO"),
     _perf("qnn_perf_rounds", "perf_rounds", "measured rounds per perf figure (after one warm-up "
           "round)", "5", number(int, 1, 1000), "N"),
+    Knob("qnn_ab", "ab_pairs", "emulator A/B gate on two variants of each model case, "
+         "REFERENCE:CANDIDATE, repeatable: legacy (llama.py), new (the staged flow) or a "
+         "variant the case declares (default: legacy:new)", _ab_pairs, "legacy:new",
+         kind="list", metavar="A:B"),
     Knob("adb_host", "adb_host", "adb server HOST[:PORT]", _text, metavar="HOST[:PORT]"),
     Knob("adb_path", "adb_path", "adb client binary", _text, "adb", metavar="PATH"),
     Knob("runner", "runner", "qnn_llama_runner built for the phone", _text, metavar="PATH"),
@@ -271,6 +287,7 @@ class Settings:
     perf_min_seconds: float
     perf_ratio_floor: float
     perf_rounds: int
+    ab_pairs: tuple[tuple[str, str], ...]
     adb_host: str | None
     adb_path: str
     runner: str | None

@@ -40,9 +40,10 @@ class QnnSession:
         self.config = config
         self.settings = options.resolve(config.getoption, config.getini, config.rootpath)
         try:
-            registry.select(list(self.settings.models))
+            cases = registry.select(list(self.settings.models))
         except registry.ModelCaseError as e:
             raise pytest.UsageError(f"--models: {e}") from None
+        _check_ab_pairs(self.settings.ab_pairs, cases)
         try:  # cheap checks now; the emulator SDK is built only when a test needs QNN
             self._sdk: QnnSdk | None = resolve_sdk(self.settings.qnn_sdk,
                                                    self.settings.cache_dir, provision=False)
@@ -116,7 +117,8 @@ class QnnSession:
 
     # -- collection -----------------------------------------------------------------------------
     def parametrize(self, metafunc: pytest.Metafunc) -> None:
-        """Parametrise ``qnn_case`` by ``--models`` and ``qnn_target`` by SoC × device."""
+        """Parametrise ``qnn_case`` by ``--models``, ``qnn_target`` by SoC × device and
+        ``qnn_ab_pair`` by ``--qnn-ab``."""
         if "qnn_case" in metafunc.fixturenames:
             cases = registry.select(list(self.settings.models))
             metafunc.parametrize("qnn_case", cases, ids=[c.name for c in cases], scope="session")
@@ -125,6 +127,10 @@ class QnnSession:
 
             tgts = device_targets(self.settings, self.workers)  # several phones + xdist: "device"
             metafunc.parametrize("qnn_target", tgts, ids=[t.id for t in tgts], scope="session")
+        if "qnn_ab_pair" in metafunc.fixturenames:
+            pairs = self.settings.ab_pairs
+            metafunc.parametrize("qnn_ab_pair", pairs, ids=[f"{b}-vs-{a}" for a, b in pairs],
+                                 scope="session")
 
     def modify_items(self, items: list[pytest.Item]) -> None:
         """Skip what the marks exclude; check perf goldens and phones when tests need them."""
@@ -267,6 +273,16 @@ class QnnSession:
         return {"soc": ",".join(x.name for x in s.socs), "backend": s.backend,
                 "device": s.device_label, "qairt": f"{sdk.qairt_version} ({sdk.kind} sdk)",
                 "executorch": dist_version("executorch"), "torch": dist_version("torch")}
+
+
+def _check_ab_pairs(pairs: tuple[tuple[str, str], ...],
+                    cases: list[registry.ModelCase]) -> None:
+    """Every ``--qnn-ab`` name is a variant of some selected case (a case without it skips)."""
+    known = dict.fromkeys(n for c in cases for n in c.variant_names)
+    for name in (n for pair in pairs for n in pair):
+        if name not in known:
+            raise pytest.UsageError(f"--qnn-ab: no selected model case has a variant {name!r}; "
+                                    f"variants: {', '.join(known)}")
 
 
 def _xdist_workers(config: pytest.Config) -> int | None:

@@ -245,48 +245,103 @@ class HybridRunner:
         ``extra["execute_s"]`` holds the raw ``Method.execute`` time of every call per method,
         ``extra["runner_overhead_s"]`` the rest of prefill + decode time (inputs, KV copies).
         """
+        gen = self.start(prompt_tokens, max_new_tokens, stop_at_eos, eos_ids)
+        while gen.step():
+            pass
+        return gen.result()
+
+    def start(self, prompt_tokens: Sequence[int], max_new_tokens: int, stop_at_eos: bool = True,
+              eos_ids: Collection[int] | None = None) -> Generation:
+        """A :class:`Generation` of :meth:`generate`'s request, advanced one call at a time."""
         self._check_request(prompt_tokens, max_new_tokens)
         stops = self.eos_ids if eos_ids is None else frozenset(int(e) for e in eos_ids)
-        prompt = [int(t) for t in prompt_tokens]
-        times: dict[str, list[float]] = {self.prefill.name: [], self.decode.name: []}
-        self._reset()
-        start = time.perf_counter()
-        ar, n_past, chunks = self.prefill.ar_len, 0, 0
-        for begin in range(0, len(prompt), ar):
-            chunk = prompt[begin:begin + ar]
-            logits = self._step(self.prefill, chunk, n_past, times[self.prefill.name])
-            n_past += len(chunk)
-            chunks += 1
-        raw = [logits[len(chunk) - 1]]
-        tokens = [int(torch.argmax(raw[-1].to(torch.int32)))]
-        first = time.perf_counter()
-        stop = "max_new_tokens"
-        while True:
-            if stop_at_eos and tokens[-1] in stops:
-                stop = "eos"
-                break
-            if len(tokens) >= max_new_tokens:
-                break
-            if n_past >= min(self.max_seq_len, self.context_len) - 1:
-                stop = "max_seq_len"
-                break
-            logits = self._step(self.decode, tokens[-1:], n_past, times[self.decode.name])
-            n_past += 1
-            raw.append(logits[0])
-            tokens.append(int(torch.argmax(raw[-1].to(torch.int32))))
-        end = time.perf_counter()
-        deq = ((torch.stack(raw).to(torch.float32) - self.logits_zero_point)
-               * self.logits_scale).numpy().astype(np.float32)
-        prefill_s, decode_s = first - start, end - first
+        return Generation(self, [int(t) for t in prompt_tokens], max_new_tokens, stop_at_eos,
+                          stops)
+
+
+class Generation:
+    """One greedy generation of a :class:`HybridRunner`, advanced one method call at a time.
+
+    :meth:`HybridRunner.generate` runs it to the end; the emulator A/B gate advances two of them
+    alternately (:mod:`pytest_qnn_genai.perf.lockstep`), so their calls are timed side by side.
+    The first :meth:`step` resets the runner's KV caches: one generation per runner at a time.
+    """
+
+    def __init__(self, runner: HybridRunner, prompt: list[int], max_new_tokens: int,
+                 stop_at_eos: bool, stops: frozenset[int]) -> None:
+        self.runner = runner
+        self.prompt = prompt
+        self.max_new_tokens = max_new_tokens
+        self.stop_at_eos = stop_at_eos
+        self.stops = stops
+        self.times: dict[str, list[float]] = {runner.prefill.name: [], runner.decode.name: []}
+        self.raw: list[torch.Tensor] = []
+        self.tokens: list[int] = []
+        self.n_past = 0
+        self.chunks = 0
+        self.stop = "max_new_tokens"
+        self.done = False
+        self._start = self._first = self._end = 0.0
+
+    @property
+    def phase(self) -> str:
+        """The method the next :meth:`step` calls (``prefill_forward`` or ``kv_forward``)."""
+        return (self.runner.prefill if not self.tokens else self.runner.decode).name
+
+    def step(self) -> bool:
+        """Make the next call (a prefill chunk or one decode step); False once finished."""
+        if self.done:
+            return False
+        r = self.runner
+        if not self.tokens:
+            if self.chunks == 0:
+                r._reset()
+                self._start = time.perf_counter()
+            ar = r.prefill.ar_len
+            chunk = self.prompt[self.chunks * ar:(self.chunks + 1) * ar]
+            logits = r._step(r.prefill, chunk, self.n_past, self.times[r.prefill.name])
+            self.n_past += len(chunk)
+            self.chunks += 1
+            if self.chunks * ar < len(self.prompt):
+                return True
+            self.raw.append(logits[len(chunk) - 1])
+            self.tokens.append(int(torch.argmax(self.raw[-1].to(torch.int32))))
+            self._first = time.perf_counter()
+        else:
+            logits = r._step(r.decode, self.tokens[-1:], self.n_past, self.times[r.decode.name])
+            self.n_past += 1
+            self.raw.append(logits[0])
+            self.tokens.append(int(torch.argmax(self.raw[-1].to(torch.int32))))
+        if self.stop_at_eos and self.tokens[-1] in self.stops:
+            self.stop = "eos"
+        elif len(self.tokens) >= self.max_new_tokens:
+            self.stop = "max_new_tokens"
+        elif self.n_past >= min(r.max_seq_len, r.context_len) - 1:
+            self.stop = "max_seq_len"
+        else:
+            return True
+        self._end = time.perf_counter()
+        self.done = True
+        return False
+
+    def result(self) -> RunResult:
+        """The finished generation (see :meth:`HybridRunner.generate`)."""
+        if not self.done:
+            raise HybridRunnerError("the generation has not finished")
+        r, tokens = self.runner, self.tokens
+        deq = ((torch.stack(self.raw).to(torch.float32) - r.logits_zero_point)
+               * r.logits_scale).numpy().astype(np.float32)
+        prefill_s, decode_s = self._first - self._start, self._end - self._first
         perf = PerfStats(
-            prompt_tokens=len(prompt), generated_tokens=len(tokens), model_load_s=self.load_s,
-            prefill_tok_s=len(prompt) / prefill_s,
+            prompt_tokens=len(self.prompt), generated_tokens=len(tokens),
+            model_load_s=r.load_s, prefill_tok_s=len(self.prompt) / prefill_s,
             decode_tok_s=(len(tokens) - 1) / decode_s if len(tokens) > 1 else 0.0,
             ttft_s=prefill_s)
-        executed = sum(sum(t) for t in times.values())
-        extra = {"execute_s": times, "prefill_s": prefill_s, "decode_s": decode_s,
-                 "runner_overhead_s": prefill_s + decode_s - executed, "prefill_chunks": chunks,
-                 "prefill_ar_len": ar, "stop_reason": stop, "pte": str(self.pte_path),
-                 "program_reused": self.reused_program}
-        return RunResult(prompt_tokens=prompt, tokens=tokens, text="", perf=perf, logits=deq,
-                         device=EMULATOR, extra=extra)
+        executed = sum(sum(t) for t in self.times.values())
+        extra = {"execute_s": self.times, "prefill_s": prefill_s, "decode_s": decode_s,
+                 "runner_overhead_s": prefill_s + decode_s - executed,
+                 "prefill_chunks": self.chunks, "prefill_ar_len": r.prefill.ar_len,
+                 "stop_reason": self.stop, "pte": str(r.pte_path),
+                 "program_reused": r.reused_program}
+        return RunResult(prompt_tokens=self.prompt, tokens=list(tokens), text="", perf=perf,
+                         logits=deq, device=EMULATOR, extra=extra)

@@ -8,8 +8,9 @@ round that ran another workload, or whose inference_speed.txt disagrees with its
 fails the test (:mod:`pytest_qnn_genai.perf.phone`); a SoC without floors is skipped, never
 passed. ``--qnn-update-golden`` rewrites the SoC's floors as the measured medians (a later run
 within noise passes). The x86 emulator's speed says nothing about a phone,
-so there the gate is relative: two variants run interleaved (A B, B A, ...) in one session, on the
-same prompt and ``max_new_tokens``, both through the host runner, and the paired B/A ratios of the
+so there the gate is relative: two variants run in lockstep in one session, on the same prompt and
+``max_new_tokens``, both through the host runner, call by call (A's prompt pass next to B's, A's
+decode step next to B's: :mod:`pytest_qnn_genai.perf.lockstep`), and each round's B/A ratios of the
 prefill and decode rates must stay at or above ``--qnn-perf-ratio-floor`` with 95 % confidence
 (more pairs are run while the rounds cannot tell; still undecided at the cap is a failure that
 says so, never a pass: :mod:`pytest_qnn_genai.perf.gate`). Every figure rests on
@@ -18,29 +19,23 @@ rounds are run until it does. Every figure goes into the run's records (``--qnn-
 """
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import replace
 from datetime import date
-from typing import Any
 
 import pytest
 
 from pytest_qnn_genai import progress
+from pytest_qnn_genai.checks import numerics, parity
 from pytest_qnn_genai.golden.perf import GoldenPerf, GoldenWorkload, update_golden
-from pytest_qnn_genai.perf.benchmark import Minimum, Workload, host_generation
-from pytest_qnn_genai.perf.gate import Contender, ab_gate
+from pytest_qnn_genai.perf.benchmark import Minimum, Workload
+from pytest_qnn_genai.perf.gate import ab_gate
+from pytest_qnn_genai.perf.lockstep import Lockstep
 from pytest_qnn_genai.perf.phone import phone_generation, phone_minimum, round_problems
 from pytest_qnn_genai.report.results import Record
+from pytest_qnn_genai.runtime.tokenizer import encode, load_tokenizer
 
 pytestmark = pytest.mark.perf
 
-# Variants of a model case on one target, as a .pte to run: the A/B gate compares any two.
-VARIANTS: dict[str, Callable[[Any, Any, Any], Any]] = {
-    "new": lambda pipeline, case, target: pipeline.pte(case, target).pte,
-    "legacy": lambda pipeline, case, target: pipeline.legacy(case, target).pte,
-}
-# (reference A, candidate B): B must keep >= ratio floor of A's prefill and decode tok/s.
-AB_PAIRS = [("legacy", "new")]
 # prompt passes pooled into each A/B round's prefill figure (one pass is ~0.1 s on the emulator)
 AB_PREFILL_PASSES = 8
 # what --qnn-update-golden writes for a SoC without floors (upstream's stories260k floors)
@@ -103,18 +98,56 @@ def test_emulator_benchmark(qnn_benchmark, qnn_case, qnn_target, qnn_results, re
     assert not failures, "\n".join(failures)
 
 
+def _variants(case, a: str, b: str) -> None:
+    missing = [n for n in (a, b) if n not in case.variant_names]
+    if missing:  # skipped, never passed: this case has nothing to compare
+        pytest.skip(f"{case.name} declares no variant {', '.join(missing)} "
+                    f"(its variants: {', '.join(case.variant_names)})")
+
+
 @pytest.mark.emulator
-@pytest.mark.parametrize("a,b", AB_PAIRS, ids=[f"{b}-vs-{a}" for a, b in AB_PAIRS])
-def test_relative_gate(a, b, qnn_pipeline, qnn_sdk, qnn_case, qnn_target, qnn_settings,
+def test_relative_gate(qnn_ab_pair, qnn_pipeline, qnn_sdk, qnn_case, qnn_target, qnn_settings,
                        qnn_results, request) -> None:
+    """``--qnn-ab A:B`` (default legacy:new): B keeps the floor of A's prefill and decode tok/s."""
+    a, b = qnn_ab_pair
+    _variants(qnn_case, a, b)
     workload = replace(Workload.for_case(qnn_case), prefill_passes=AB_PREFILL_PASSES)
-    tokenizer = qnn_case.path("tokenizer_model")
-    contenders = [Contender(n, host_generation(VARIANTS[n](qnn_pipeline, qnn_case, qnn_target),
-                                               tokenizer, workload)) for n in (a, b)]
-    outcome = ab_gate(*contenders, rounds=qnn_settings.perf_rounds,
+    prompt_ids = encode(load_tokenizer(qnn_case.path("tokenizer_model")), workload.prompt)
+    pairing = Lockstep(a, qnn_pipeline.variant_pte(qnn_case, a, qnn_target),
+                       b, qnn_pipeline.variant_pte(qnn_case, b, qnn_target), prompt_ids, workload)
+    outcome = ab_gate(pairing, rounds=qnn_settings.perf_rounds,
                       floor=qnn_settings.perf_ratio_floor,
                       minimum=Minimum.from_settings(qnn_settings))
     failures = outcome.shortfall + outcome.failures()
     _record(qnn_results, qnn_case, qnn_target, request, outcome.values(), failures,
-            f"A/B {b} vs {a}, interleaved, floor {qnn_settings.perf_ratio_floor:g}")
+            f"A/B {b} vs {a}, lockstep, floor {qnn_settings.perf_ratio_floor:g}")
+    print(f"{qnn_case.name} {qnn_target.id} {b} vs {a}: " + "; ".join(
+        f"{fig} {v}" for fig, v in outcome.verdicts.items()))
     assert not failures, "\n".join(failures)
+
+
+@pytest.mark.emulator
+def test_ab_accuracy_deltas(qnn_ab_pair, qnn_pipeline, qnn_sdk, qnn_case, qnn_target,
+                            qnn_parity, qnn_results, request) -> None:
+    """How much of the fp32 model each side of the A/B pair keeps on the eval prompt (logits SQNR
+    against fp32 teacher-forced on the side's own tokens, greedy agreement with fp32): reported
+    with B - A, judged by nothing (the gate suite and the parity suite judge accuracy)."""
+    a, b = qnn_ab_pair
+    _variants(qnn_case, a, b)
+    prepared = qnn_pipeline.prepared(qnn_case)
+    figures = {}
+    for name in (a, b):
+        run = qnn_pipeline.run_pte(qnn_case, qnn_target,
+                                   qnn_pipeline.variant_pte(qnn_case, name, qnn_target))
+        figures[name] = numerics.accuracy_vs_reference(run, prepared.reference_logits)
+    checks = [parity.Check(f"A/B {b} vs {a}: {label}", figures[a][key], figures[b][key],
+                           round(figures[b][key] - figures[a][key], 4), info=True)
+              for key, label in (("sqnr_db", "logits SQNR vs fp32 dB"),
+                                 ("greedy_agreement", "greedy agreement with fp32"))]
+    qnn_parity.add(checks, prefix=f"[{qnn_case.name} {qnn_target.id}] ")
+    qnn_results.add(Record.for_target(
+        "numerics", qnn_case.name, qnn_target,
+        {f"{n}_{k}": v for n, f in figures.items() for k, v in f.items()},
+        test=request.node.nodeid, note=f"A/B {b} vs {a}: accuracy against fp32, informational"))
+    for name, f in figures.items():  # a measurement that did not happen is no figure
+        assert f["steps"] >= 1 and f["sqnr_db"] == f["sqnr_db"], (name, f)

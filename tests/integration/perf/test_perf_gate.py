@@ -17,7 +17,9 @@ from pytest_qnn_genai.perf.benchmark import (
     host_generation,
     measure,
 )
-from pytest_qnn_genai.perf.gate import Contender, ab_gate, relative_gate
+from pytest_qnn_genai.perf.gate import Contender, Interleaved, relative_gate
+from pytest_qnn_genai.perf.gate import ab_gate as _ab_gate
+from pytest_qnn_genai.perf.lockstep import Lockstep
 from pytest_qnn_genai.report.diff import compare
 from pytest_qnn_genai.report.results import Header, Record, ResultsFile
 from pytest_qnn_genai.report.write import write_report
@@ -26,7 +28,13 @@ from pytest_qnn_genai.targets import Target, soc
 
 ROOT = Path(__file__).resolve().parents[3]
 EMU = Target(soc("SM8650"))
+ONE_CASE = ("--models", "stories260k")
 VERSIONS = {"torch": "t", "executorch": "e", "qairt": "q", "pytest-qnn-genai": "p"}
+
+
+def ab_gate(a: Contender, b: Contender, **kwargs):  # -> ABOutcome
+    """The gate over whole generations, interleaved (A's round, then B's)."""
+    return _ab_gate(Interleaved(a, b), **kwargs)
 
 
 def _stats(decode: float, prefill: float = 100.0, tokens: int = 16) -> PerfStats:
@@ -160,7 +168,13 @@ def test_second_report_with_a_slowed_variant_is_a_regression(tmp_path: Path) -> 
     assert "Changes since 2026-08-14" in summary and "≥2x slower" in summary
 
 
-# -- the emulator: a runner slowed per decode step, interleaved with the normal one -----------
+# -- the emulator: a runner slowed per call, in lockstep with the normal one --------------------
+def _prompt_ids(case, workload: Workload) -> list[int]:
+    from pytest_qnn_genai.runtime.tokenizer import encode, load_tokenizer
+
+    return encode(load_tokenizer(case.path("tokenizer_model")), workload.prompt)
+
+
 @pytest.fixture(scope="module")
 def new_pte(qnn_pipeline, qnn_sdk, case):  # -> Path
     return qnn_pipeline.pte(case, EMU).pte
@@ -177,12 +191,12 @@ def test_slowed_runner_fails_the_relative_gate_on_the_emulator(new_pte, case,
             return super()._step(io, tokens, n_past, times)
 
     workload = Workload(case.eval_prompt, 6)
-    tokenizer = case.path("tokenizer_model")
-    normal = Contender("normal", host_generation(new_pte, tokenizer, workload))
-    slowed = Contender("slowed", host_generation(new_pte, tokenizer, workload, SlowedRunner))
-    out = ab_gate(normal, slowed, rounds=5, floor=0.9, minimum=Minimum(0, 0.0))
+    ids = _prompt_ids(case, workload)
+    out = _ab_gate(Lockstep("normal", new_pte, "slowed", new_pte, ids, workload,
+                            b_runner_class=SlowedRunner),
+                   rounds=5, floor=0.9, minimum=Minimum(0, 0.0))
     assert out.verdicts["decode_tok_s"].state == "fail", out.verdicts
-    # 5 pairs at least; more while the unslowed prefill figure is still inconclusive
+    assert out.verdicts["prefill_tok_s"].state != "fail", out.verdicts  # not slowed
     assert len(out.a_rounds) == len(out.b_rounds) >= 5
     assert {r.generated_tokens for r in out.a_rounds + out.b_rounds} == {6}
     first, second = (_results(d, out.verdicts["decode_tok_s"].median_a if i == 0
@@ -209,10 +223,10 @@ def test_pooled_prefill_passes_catch_a_slowed_prompt_pass_on_the_emulator(new_pt
     pooled = host_generation(new_pte, tokenizer, workload)()
     assert pooled.prompt_tokens == 3 * one.prompt_tokens
     assert (pooled.generated_tokens, pooled.ttft_s > 0) == (one.generated_tokens, True)
-    out = ab_gate(Contender("normal", host_generation(new_pte, tokenizer, workload)),
-                  Contender("slowed", host_generation(new_pte, tokenizer, workload,
-                                                      SlowedPrefill)),
-                  rounds=5, floor=0.9, minimum=Minimum(0, 0.0))
+    out = _ab_gate(Lockstep("normal", new_pte, "slowed", new_pte, _prompt_ids(case, workload),
+                            workload, b_runner_class=SlowedPrefill),
+                   rounds=5, floor=0.9, minimum=Minimum(0, 0.0))
+    assert out.a_rounds[0].prompt_tokens == pooled.prompt_tokens  # 3 passes per round
     assert out.verdicts["prefill_tok_s"].state == "fail", out.verdicts
 
 
@@ -234,7 +248,7 @@ def test_report_and_compare_to_through_the_plugin(pytester: pytest.Pytester,
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     pytester.makepyfile(RECORD_TEST)
     monkeypatch.setenv("FAKE_DECODE", "3.0")
-    first = pytester.runpytest("--qnn-report", "out", "-p", "no:cacheprovider")
+    first = pytester.runpytest("--qnn-report", "out", "-p", "no:cacheprovider", *ONE_CASE)
     first.assert_outcomes(passed=1)
     (folder,) = (pytester.path / "out").iterdir()
     assert {p.name for p in folder.iterdir()} >= {"results.json", "summary.md",
@@ -243,7 +257,7 @@ def test_report_and_compare_to_through_the_plugin(pytester: pytest.Pytester,
     assert data["records"][0]["values"]["decode_tok_s"] == 3.0
     monkeypatch.setenv("FAKE_DECODE", "1.2")
     second = pytester.runpytest("--qnn-report", "out", "--qnn-compare-to", str(folder),
-                                "-p", "no:cacheprovider")
+                                "-p", "no:cacheprovider", *ONE_CASE)
     second.assert_outcomes(passed=1)
     second.stdout.fnmatch_lines(["*qnn-genai perf vs*",
                                  "*decode_tok_s | 3 | 1.2 | 0.40x | ≥2x slower |*",
@@ -258,7 +272,8 @@ def test_records_come_back_from_xdist_workers(pytester: pytest.Pytester,
     pytester.makepyfile(RECORD_TEST)
     monkeypatch.setenv("FAKE_DECODE", "2.0")
     result = pytester.runpytest_subprocess("-n", "2", "--soc", "SM8650", "--soc", "SM8750",
-                                           "--qnn-report", "out", "-p", "no:cacheprovider")
+                                           "--qnn-report", "out", "-p", "no:cacheprovider",
+                                           *ONE_CASE)
     result.assert_outcomes(passed=2)
     (folder,) = (pytester.path / "out").iterdir()
     records = json.loads((folder / "results.json").read_text())["records"]
@@ -286,17 +301,56 @@ def test_bad_perf_inputs_are_one_usage_error_line(pytester: pytest.Pytester, arg
 
 
 # -- end to end: the perf suite itself, on the session's cached .pte files ---------------------
-def test_perf_suite_end_to_end(pytester: pytest.Pytester, qnn_settings, legacy, new_pte) -> None:
-    """``pytest -m perf --qnn-report out`` on the real suite (one round, no minimum: cheap)."""
+def _perf_suite(pytester: pytest.Pytester, cache_dir: Path, *args: str) -> pytest.RunResult:
+    """The real perf suite (one round, no minimum work: cheap) on the session's cache."""
     pytester.makepyfile(test_perf=(ROOT / "suites" / "perf" / "test_perf.py").read_text())
-    result = pytester.runpytest_subprocess(
-        "-m", "perf", "--qnn-report", "out", "--qnn-cache-dir", str(qnn_settings.cache_dir),
+    return pytester.runpytest_subprocess(
+        "-m", "perf", "--qnn-cache-dir", str(cache_dir), *ONE_CASE,
         "--qnn-perf-rounds", "1", "--qnn-perf-min-tokens", "0", "--qnn-perf-min-seconds", "0",
-        "--qnn-perf-ratio-floor", "0.01", "-p", "no:cacheprovider", "-rs", timeout=900)
-    result.assert_outcomes(passed=2, skipped=1)
+        "-p", "no:cacheprovider", "-rs", "-s", *args, timeout=1500)
+
+
+def test_perf_suite_end_to_end(pytester: pytest.Pytester, qnn_settings, legacy, new_pte) -> None:
+    """``pytest -m perf --qnn-report out``: the benchmark, the legacy:new gate and its accuracy
+    deltas (info records), the phone floors skipped on the emulator."""
+    result = _perf_suite(pytester, qnn_settings.cache_dir, "--qnn-report", "out",
+                         "--qnn-perf-ratio-floor", "0.01")
+    result.assert_outcomes(passed=3, skipped=1)
     (folder,) = (pytester.path / "out").iterdir()
     records = json.loads((folder / "results.json").read_text())["records"]
     tests = sorted(r["test"].split("::")[-1].split("[")[0] for r in records)
-    assert tests == ["test_emulator_benchmark", "test_relative_gate"]
-    assert all(r["kind"] == "perf" and r["verdict"] == "pass" for r in records)
+    assert tests == ["test_ab_accuracy_deltas", "test_emulator_benchmark", "test_relative_gate"]
+    perf = [r for r in records if r["kind"] == "perf"]
+    assert len(perf) == 2 and all(r["verdict"] == "pass" for r in perf)
+    (accuracy,) = [r for r in records if r["kind"] == "numerics"]
+    assert accuracy["verdict"] is None  # reported, judged by nothing
+    assert accuracy["values"]["legacy_steps"] == accuracy["values"]["new_steps"] > 0
     assert len(list(folder.glob("*.png"))) == 2
+
+
+def test_qnn_ab_runs_a_declared_variant_pair(pytester: pytest.Pytester, qnn_settings,
+                                             new_pte) -> None:
+    """``--qnn-ab ar8:new``: stories260k's committed pair (prefill AR-8 vs the case's AR-32, the
+    shape of ExecuTorch PR #9079's comparison) built, run in lockstep, gated and its accuracy
+    reported. Both programs decode with the same AR-1 graph, so decode holds the floor; AR-32
+    prompt chunks beat AR-8 ones on the emulator too (measured B/A 2.96, bounds 2.79..3.14). An
+    unknown variant is one usage line."""
+    result = _perf_suite(pytester, qnn_settings.cache_dir, "--qnn-ab", "ar8:new", "-k",
+                         "relative_gate or accuracy", "--qnn-perf-rounds", "5",
+                         "--qnn-report", "out")
+    result.assert_outcomes(passed=2)
+    (folder,) = (pytester.path / "out").iterdir()
+    records = json.loads((folder / "results.json").read_text())["records"]
+    (gate,) = [r for r in records if r["kind"] == "perf"]
+    assert gate["test"].endswith("test_relative_gate[stories260k-SM8650-htp-emulator-new-vs-ar8]")
+    values = gate["values"]
+    assert values["decode_tok_s_verdict"] == values["prefill_tok_s_verdict"] == "pass", values
+    assert values["prefill_tok_s_ratio_low"] > 1.5, values  # AR-32 prompt chunks beat AR-8 ones
+    assert values["new_prefill_tok_s"] > values["ar8_prefill_tok_s"]
+    (accuracy,) = [r for r in records if r["kind"] == "numerics"]
+    assert set(accuracy["values"]) >= {"ar8_sqnr_db", "new_sqnr_db", "ar8_greedy_agreement"}
+    assert "A/B new vs ar8: logits SQNR vs fp32 dB" in result.stdout.str()
+    bad = _perf_suite(pytester, qnn_settings.cache_dir, "--qnn-ab", "ar8:ar9")
+    assert bad.ret == pytest.ExitCode.USAGE_ERROR
+    assert [x for x in bad.errlines if x.strip()] == [
+        "ERROR: --qnn-ab: no selected model case has a variant 'ar9'; variants: legacy, new, ar8"]

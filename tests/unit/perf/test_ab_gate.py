@@ -1,4 +1,5 @@
-"""The interleaved A/B gate on a fake clock, and its confidence bounds against simulation."""
+"""The A/B gate on a fake clock (whole rounds interleaved), and its confidence bounds against
+simulation."""
 from __future__ import annotations
 
 import math
@@ -7,7 +8,18 @@ import statistics
 
 import pytest
 
-from pytest_qnn_genai.perf.gate import interleave, least_pairs, median_bounds, relative_gate
+from pytest_qnn_genai.perf.benchmark import Minimum
+from pytest_qnn_genai.perf.gate import (
+    Contender,
+    Interleaved,
+    ab_gate,
+    least_pairs,
+    median_bounds,
+    relative_gate,
+)
+from pytest_qnn_genai.runtime.result import PerfStats
+
+NO_MINIMUM = Minimum(0, 0.0)
 
 
 class FakeMachine:
@@ -20,27 +32,36 @@ class FakeMachine:
         self.calls: list[str] = []
 
     def runner(self, name: str, seconds_per_token: float, extra_sleep: float = 0.0,
-               tokens: int = 100):
-        def run() -> float:
+               tokens: int = 100) -> Contender:
+        def run() -> PerfStats:
             self.calls.append(name)
             start = self.now
             self.now += tokens * seconds_per_token * self.load + extra_sleep  # fake "sleep"
             self.load += self.drift  # the machine gets slower as it heats up
-            return tokens / (self.now - start)
-        return run
+            rate = tokens / (self.now - start)
+            return PerfStats(prompt_tokens=tokens, generated_tokens=tokens + 1, model_load_s=0.0,
+                             prefill_tok_s=rate, decode_tok_s=rate, ttft_s=0.0)
+        return Contender(name, run)
 
 
-def test_interleave_alternates_after_discarded_warmup() -> None:
+def _decode(out) -> tuple[list[float], list[float]]:
+    return [s.decode_tok_s for s in out.a_rounds], [s.decode_tok_s for s in out.b_rounds]
+
+
+def test_interleaved_rounds_alternate_after_discarded_warmup() -> None:
     m = FakeMachine()
-    a, b = interleave(m.runner("A", 0.001), m.runner("B", 0.001), rounds=3, warmup=2)
-    assert m.calls == ["A", "B"] * 2 + ["A", "B", "B", "A", "A", "B"]  # warm-up, then ABBA
-    assert len(a) == len(b) == 3
+    out = ab_gate(Interleaved(m.runner("A", 0.001), m.runner("B", 0.001)), rounds=5,
+                  floor=0.9, minimum=NO_MINIMUM, warmup=2)
+    assert m.calls == ["A", "B"] * 2 + ["A", "B", "B", "A"] * 2 + ["A", "B"]  # warm-up, ABBA
+    assert len(out.a_rounds) == len(out.b_rounds) == 5 and out.passed
 
 
 def test_relative_gate_fails_for_a_slowed_b() -> None:
     m = FakeMachine()
-    a, b = interleave(m.runner("A", 0.001), m.runner("B", 0.001, extra_sleep=0.1), rounds=5)
-    verdict = relative_gate(a, b, floor=0.9)
+    out = ab_gate(Interleaved(m.runner("A", 0.001), m.runner("B", 0.001, extra_sleep=0.1)),
+                  rounds=5, floor=0.9, minimum=NO_MINIMUM)
+    verdict = relative_gate(*_decode(out), floor=0.9)
+    assert verdict == out.verdicts["decode_tok_s"]
     assert verdict.ratio == pytest.approx(0.5)
     assert not verdict.passed and "FAIL" in str(verdict)
 
@@ -49,11 +70,12 @@ def test_relative_gate_passes_an_equal_b_under_drift() -> None:
     # The machine slows 5 % per call. Interleaved, A and B see the same drift and stay within
     # the floor; run back to back (all A, then all B), B would look about 1.3x slower.
     m = FakeMachine(drift_per_call=0.05)
-    a, b = interleave(m.runner("A", 0.001), m.runner("B", 0.001), rounds=8, warmup=1)
-    assert relative_gate(a, b).passed
+    out = ab_gate(Interleaved(m.runner("A", 0.001), m.runner("B", 0.001)), rounds=8,
+                  floor=0.9, minimum=NO_MINIMUM)
+    assert out.passed and relative_gate(*_decode(out)).passed
     m2 = FakeMachine(drift_per_call=0.05)
-    a2 = [m2.runner("A", 0.001)() for _ in range(8)]
-    b2 = [m2.runner("B", 0.001)() for _ in range(8)]
+    a2 = [m2.runner("A", 0.001).generate().decode_tok_s for _ in range(8)]
+    b2 = [m2.runner("B", 0.001).generate().decode_tok_s for _ in range(8)]
     assert not relative_gate(a2, b2).passed
 
 
@@ -120,6 +142,8 @@ def test_relative_gate_rejects_bad_input(a: list[float], b: list[float], match: 
         relative_gate(a, b)
 
 
-def test_interleave_rejects_bad_counts() -> None:
+def test_ab_gate_rejects_bad_counts() -> None:
+    m = FakeMachine()
     with pytest.raises(ValueError, match="rounds >= 1"):
-        interleave(lambda: 1.0, lambda: 1.0, rounds=0)
+        ab_gate(Interleaved(m.runner("A", 0.001), m.runner("B", 0.001)), rounds=0, floor=0.9,
+                minimum=NO_MINIMUM)

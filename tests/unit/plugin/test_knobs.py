@@ -39,6 +39,7 @@ VALUE_KNOBS = [
     ("--qnn-perf-ratio-floor", "qnn_perf_ratio_floor", "QNN_GENAI_PERF_RATIO_FLOOR", "0.8",
      "perf_ratio_floor", 0.8),
     ("--qnn-perf-rounds", "qnn_perf_rounds", "QNN_GENAI_PERF_ROUNDS", "3", "perf_rounds", 3),
+    ("--qnn-ab", "qnn_ab", "QNN_GENAI_AB", "ar8:new", "ab_pairs", [["ar8", "new"]]),
     ("--adb-host", "qnn_adb_host", "QNN_GENAI_ADB_HOST", "127.0.0.1:5999", "adb_host",
      "127.0.0.1:5999"),
     ("--adb-path", "qnn_adb_path", "QNN_GENAI_ADB_PATH", "/opt/adb", "adb_path", "/opt/adb"),
