@@ -7,6 +7,9 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 SOC    ?= SM8650
 PYTEST_ARGS ?=
+# make test: both cores. Builds (llama.py, QNN compiles) are single-threaded; the emulator A/B
+# gate pairs calls in lockstep, so a build on the other worker does not sway it.
+TEST_WORKERS ?= 2
 STAMP  := $(VENV)/.installed
 
 .PHONY: gate test unit lint install adb nightly clean
@@ -38,7 +41,7 @@ unit: install
 	$(PY) -m pytest tests/unit -n 2 $(PYTEST_ARGS)
 
 test: lint adb
-	@$(PY) -m pytest tests suites --soc $(SOC) $(PYTEST_ARGS); rc=$$?; \
+	@$(PY) -m pytest tests suites -n $(TEST_WORKERS) --soc $(SOC) $(PYTEST_ARGS); rc=$$?; \
 	  if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests (exit 5)" >&2; fi; exit $$rc
 
 # Every suite with --nightly, the report into reports/<date>/ (trend over earlier nights, changes

@@ -90,7 +90,7 @@ def legacy_argv(case: ModelCase, target: Target, out_dir: Path, calib_file: Path
             "--prompt", case.eval_prompt,
             "--checkpoint", str(case.path("checkpoint")), "--params", str(case.path("params")),
             "--tokenizer_model", str(case.path("tokenizer_model")),
-            "--tokenizer_bin", str(case.path("tokenizer_bin")),
+            *tokenizer_bin_args(case),
             "--soc_model", target.soc.name, "--compile_only",
             "--build_folder", str(out_dir / "build-x86" if target.is_emulator else out_dir / "build"),
             "--artifact", str(out_dir), "--calib_samples", str(calib_file)]
@@ -99,6 +99,16 @@ def legacy_argv(case: ModelCase, target: Target, out_dir: Path, calib_file: Path
     if target.is_emulator:
         args.append("--enable_x86_64")
     return args
+
+
+def tokenizer_bin_args(case: ModelCase) -> list[str]:
+    """``--tokenizer_bin`` for the cases whose runner tokenizer is a separate file: llama.py's
+    ``TokenizerWrapper._init_tokenizer`` reads it for stories110m/stories260k (llama2.c's
+    ``tokenizer.bin``) and ignores it for ``llama3_2*``, whose runner reads the tiktoken
+    ``--tokenizer_model`` itself."""
+    if case.family == "llama3":
+        return []
+    return ["--tokenizer_bin", str(case.path("tokenizer_bin"))]
 
 
 def _require(parser: LegacyParser, flag: str, why: str) -> LegacyOption:
@@ -125,9 +135,10 @@ def check_supported(case: ModelCase, target: Target, parser: LegacyParser) -> No
                       ("--max_context_len", "hybrid shapes"), ("--temperature", "greedy decoding"),
                       ("--prompt", "its required prompt"), ("--checkpoint", "the weights"),
                       ("--params", "the model shape"), ("--tokenizer_model", "the tokenizer"),
-                      ("--tokenizer_bin", "the runner's tokenizer"),
                       ("--calib_samples", "offline calibration")):
         _require(parser, flag, why)
+    if tokenizer_bin_args(case):
+        _require(parser, "--tokenizer_bin", "the runner's tokenizer")
     _require_choice(parser, "--decoder_model", case.decoder_model, f"model case {case.name}")
     _require_choice(parser, "--model_mode", case.model_mode, f"model case {case.name}")
     if target.is_emulator:

@@ -9,6 +9,10 @@ use (wq/wk rows from interleaved to half-split RoPE order, :func:`llama3.meta_to
 - llama2.c cases (stories260k): RoPE theta 10000 without scaling, RMSNorm eps 1e-5, SwiGLU width
   by llama2.c's rule, untied ``output`` (llama2.c saves it as its own key), as
   :mod:`pytest_qnn_genai.models.llama2c` states them.
+- Llama 3 cases (llama3_2_toy): the case's own Hugging Face copy (``config.json`` +
+  ``model.safetensors`` beside the Meta checkpoint), loaded by ``from_pretrained`` as any HF
+  checkpoint is: RoPE scaling, GQA and the tied head come from transformers' reading of its
+  config, not from the project's.
 Hazard: ``import transformers`` takes a few seconds; nothing imports this module at start-up.
 """
 from __future__ import annotations
@@ -43,10 +47,17 @@ def llama2c_config(params: dict[str, int], max_positions: int) -> object:
 
 def reference_model(case: ModelCase,
                     state_dict: dict[str, torch.Tensor] | None = None) -> LlamaForCausalLM:
-    """``case``'s weights (or ``state_dict``, llama2.c layout) in transformers, fp32, eval mode."""
+    """``case``'s weights (or ``state_dict``, in the case's checkpoint layout) in transformers,
+    fp32, eval mode."""
     from transformers import LlamaForCausalLM
 
     params = case.params_dict
+    if case.family == "llama3":
+        if state_dict is None:
+            return llama3.load_hf(case.folder)
+        model = LlamaForCausalLM(llama3.hf_config(params))
+        model.load_state_dict(llama3.meta_to_hf(state_dict, params), strict=True)
+        return model.float().eval()
     sd = state_dict if state_dict is not None else llama2c.load_checkpoint(
         case.path("checkpoint"), params)
     model = LlamaForCausalLM(llama2c_config(params, case.max_context_len))

@@ -6,7 +6,7 @@ format, read by ``pytorch_tokenizers``' Llama 3 loader), trains ``transformers.L
 at the size of :data:`pytest_qnn_genai.models.llama3.PARAMS` and writes the same weights twice:
 Meta's layout for ``llama.py --checkpoint`` (``consolidated.00.pth`` + ``params.json``) and Hugging
 Face's (``config.json`` + ``model.safetensors``), with ``tokenizer.model``, ``MODEL_CARD.md`` and
-``case.json.draft``.
+``case.json``.
 
 A quarter of the story windows are in the llama3 chat template ``qnn_llama_runner`` wraps a
 prompt in (user: the story's first words, assistant: the rest, ending ``<|eot_id|>``), so the model
@@ -34,7 +34,8 @@ CASE = {"name": NAME, "decoder_model": "llama3_2-1b_instruct", "checkpoint": "co
         "tokenizer_bin": "tokenizer.model",  # llama.py reads no tokenizer_bin for llama3_2
         "model_mode": "hybrid", "prefill_ar_len": 32, "max_seq_len": 128, "max_context_len": 128,
         "quant_recipe": "16a4w_block", "kv_io_bit_width": 8, "eval_prompt": EVAL_PROMPT,
-        "max_new_tokens": EVAL_TOKENS}
+        "max_new_tokens": EVAL_TOKENS,
+        "variants": {"ar8": {"prefill_ar_len": 8}}}  # the A/B gate's committed pair: ar8:new
 
 
 @dataclass(frozen=True)
@@ -258,8 +259,8 @@ def run(cfg: Config) -> dict[str, Any]:
     chat_prompt = llama3.chat_ids(tok, EVAL_PROMPT, tok.bos_id)
     chat = llama3.greedy(reference, chat_prompt, EVAL_TOKENS, [sp["<|eot_id|>"], tok.eos_id])
     prompts = train.calibration_prompts(_Encoder(tok), cfg.seed + 2, cfg.n_calibration)
-    draft = dict(CASE, calibration_prompts=prompts)
-    (cfg.out / "case.json.draft").write_text(json.dumps(draft, indent=2) + "\n")
+    case = dict(CASE, calibration_prompts=prompts)
+    (cfg.out / "case.json").write_text(json.dumps(case, indent=2) + "\n")
     facts: dict[str, Any] = {
         "n_params": sum(p.numel() for p in model.parameters()), "train_tokens": len(data["plain"][0]),
         "chat_tokens": len(data["chat"][0]), "tokens_seen": cfg.steps * cfg.batch * cfg.seq_len,

@@ -4,8 +4,10 @@ What the legacy ``HybridTextDecoder`` does, as one function:
 
 1. every graph (calibration, kv_forward, prefill_forward) is exported and ``prepare_pt2e``'d with a
    ``QnnQuantizer`` for the SoC/backend and a fresh instance of the case's recipe;
-2. only the calibration graph (AR = max_context_len, empty KV cache) sees the calibration prompts;
-   the other two get one forward on their example inputs and are converted;
+2. only the calibration graph (AR = max_context_len, empty KV cache) sees the calibration prompts,
+   and where the model's ``LLMModelConfig`` asks for it (``seq_mse_candidates``: llama3_2-*), the
+   first batch runs once more under ``SeqMSE``, which searches the weights' scales, as llama.py's
+   ``PTQStrategy._calibrate`` does; the other two graphs get one forward on their example inputs;
 3. ``_encoding_override`` copies the calibration graph's encodings (and its KV-output encodings to
    the KV inputs) into kv_forward, then kv_forward's into prefill_forward, so both lowered graphs
    share one set of encodings;
@@ -114,6 +116,7 @@ def _io_quant_attrs(view: DecoderView) -> dict[str, Any]:
 
 def _quantize_graph(prepared: PreparedModel, name: str, soc: SocSpec, backend: str,
                     batches: list[tuple] | None) -> torch.fx.GraphModule:
+    from executorch.backends.qualcomm._passes import SeqMSE
     from executorch.backends.qualcomm.export_utils import get_backend_type, make_quantizer
     from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
 
@@ -121,12 +124,16 @@ def _quantize_graph(prepared: PreparedModel, name: str, soc: SocSpec, backend: s
     quantizer = make_quantizer(backend=get_backend_type(backend), soc_model=soc.name)
     quantizer.set_recipe(recipe.recipe)
     inputs = prepared.example_inputs[name]
+    candidates = recipes.seq_mse_candidates(prepared.case) if batches is not None else 0
     with torch.no_grad():
         exported = torch.export.export(prepared.graphs[name], inputs, strict=True)
         gm = exported.module(check_guards=False)  # no _guards_fn node: the override walks users
         gm = prepare_pt2e(gm, quantizer)
-        for batch in batches if batches is not None else [inputs]:
+        for i, batch in enumerate(batches if batches is not None else [inputs]):
             gm(*batch)
+            if i == 0 and candidates:  # as PTQStrategy._calibrate: SeqMSE on the first batch
+                with SeqMSE(gm, candidates):
+                    gm(*batch)
         return convert_pt2e(gm)
 
 

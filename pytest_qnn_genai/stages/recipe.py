@@ -18,13 +18,25 @@ class RecipeError(ValueError):
     """A model case's quant recipe label does not match what the pipeline would apply."""
 
 
-def recipe_class(case: ModelCase) -> type:
-    """The executorch ``StaticLLMQuantRecipe`` subclass the legacy flow uses for ``case``."""
+def _llm_config(case: ModelCase) -> Any:
+    """llama.py's ``LLMModelConfig`` for ``case.decoder_model`` (``SUPPORTED_LLM_MODELS``)."""
     configs = llama_example.package().SUPPORTED_LLM_MODELS
     if case.decoder_model not in configs:
         raise RecipeError(f"{case.name}: decoder_model {case.decoder_model!r} is not an executorch "
                           f"static LLM (known: {', '.join(sorted(configs))})")
-    cls = configs[case.decoder_model].quant_recipe
+    return configs[case.decoder_model]
+
+
+def seq_mse_candidates(case: ModelCase) -> int:
+    """How many SeqMSE scale candidates llama.py searches for ``case``'s quantized weights on the
+    first calibration batch (``LLMModelConfig.seq_mse_candidates``: 50 for llama3_2-1b_instruct,
+    0 for stories260k; ``quantize/ptq.py`` ``PTQStrategy._calibrate``)."""
+    return int(getattr(_llm_config(case), "seq_mse_candidates", 0) or 0)
+
+
+def recipe_class(case: ModelCase) -> type:
+    """The executorch ``StaticLLMQuantRecipe`` subclass the legacy flow uses for ``case``."""
+    cls = _llm_config(case).quant_recipe
     if cls is None:
         raise RecipeError(f"{case.name}: executorch has no quant recipe for {case.decoder_model!r}")
     return cls

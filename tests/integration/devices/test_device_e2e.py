@@ -98,7 +98,7 @@ def phone_args(adb_server, adb_client, launcher, device_libs, qnn_settings,
     """Command line of an inner pytest run on the sandbox phone (the outer run's cache)."""
     monkeypatch.setenv("PYTHONPATH", str(REPO_ROOT))  # -p tests.support.loopback_builds
     return ["-p", "no:cacheprovider", "-p", "tests.support.loopback_builds",
-            "--adb-host", f"127.0.0.1:{adb_server.port}",
+            "--models", "stories260k", "--adb-host", f"127.0.0.1:{adb_server.port}",
             "--adb-path", adb_client, "--runner", str(launcher), "--qnn-device-libs",
             str(device_libs), "--qnn-cache-dir", str(qnn_settings.cache_dir)]
 

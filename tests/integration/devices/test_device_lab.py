@@ -52,8 +52,9 @@ def lab_args(lab, adb_client: str, qnn_settings, tmp_path: Path) -> list[str]:
         (libs / name).write_bytes(f"fake {name}\n".encode())
     runner = write_launcher(tmp_path / "qnn_llama_runner")
     devices = [a for server, _ in lab for a in ("--device", f"{SERIAL}@127.0.0.1:{server.port}")]
-    return [*devices, "-p", "no:cacheprovider", "--adb-path", adb_client, "--runner", str(runner),
-            "--qnn-device-libs", str(libs), "--qnn-cache-dir", str(qnn_settings.cache_dir),
+    return [*devices, "-p", "no:cacheprovider", "--models", "stories260k", "--adb-path",
+            adb_client, "--runner", str(runner), "--qnn-device-libs", str(libs),
+            "--qnn-cache-dir", str(qnn_settings.cache_dir),
             "--adb-host", "127.0.0.1:9"]  # ignored by SERIAL@HOST:PORT entries (nothing on 9)
 
 

@@ -1,41 +1,67 @@
-"""transformers as the independent fp32 reference: it agrees with the project's two fp32
-implementations of stories260k (llama2c.Transformer and static_llama's calibration graph), and a
-perturbed weight makes the agreement fail."""
+"""transformers as the independent fp32 reference, for every default case: it agrees with the
+project's fp32 implementations (llama2c.Transformer for stories260k, static_llama's calibration
+graph for both families), and a perturbed weight makes the agreement fail."""
 from __future__ import annotations
+
+import importlib
 
 import numpy as np
 import pytest
 import torch
 
-from pytest_qnn_genai.models import hf, llama2c
+from pytest_qnn_genai.models import hf, llama2c, registry
 
-TOKENS = [1, 403, 261, 333, 276, 297, 265, 259, 348, 286, 1] + list(range(40, 60))
+CASES = ["stories260k", "llama3_2_toy"]
+PROMPT = "Once upon a time, there was a little boy named Tom."
+# one row of an attention and of an MLP weight (both families' checkpoints use these names)
+PERTURBED = [("layers.2.attention.wk.weight", 1.5), ("layers.0.feed_forward.w2.weight", 0.8)]
+
+
+@pytest.fixture(scope="module", params=CASES)
+def model_case(request: pytest.FixtureRequest) -> registry.ModelCase:
+    return registry.available()[request.param]
 
 
 @pytest.fixture(scope="module")
-def reference(case):
-    return hf.reference_model(case)
+def reference(model_case):
+    return hf.reference_model(model_case)
 
 
-def test_transformers_agrees_with_the_llama2c_model(case, reference) -> None:
+@pytest.fixture(scope="module")
+def tokens(model_case, qnn_pipeline, qnn_sdk) -> list[int]:
+    ids = qnn_pipeline.prepared(model_case).encode(PROMPT)
+    return ids + list(range(40, 60))
+
+
+def _checkpoint(case: registry.ModelCase) -> dict[str, torch.Tensor]:
+    family = importlib.import_module(f"pytest_qnn_genai.models.{case.family}")
+    sd = family.load_checkpoint(case.path("checkpoint"), case.params_dict)
+    return {k: v.clone() for k, v in sd.items()}
+
+
+def test_transformers_agrees_with_the_llama2c_model(case) -> None:
+    reference = hf.reference_model(case)
+    tokens = [1, 403, 261, 333, 276, 297, 265, 259, 348, 286, 1] + list(range(40, 60))
     with torch.no_grad():
-        ours = llama2c.load_model(case)(torch.tensor([TOKENS]))[0].numpy()
-    theirs = hf.logits(reference, TOKENS)
+        ours = llama2c.load_model(case)(torch.tensor([tokens]))[0].numpy()
+    theirs = hf.logits(reference, tokens)
     assert np.abs(ours - theirs).max() < 1e-4
     assert (ours.argmax(1) == theirs.argmax(1)).all()
 
 
-def test_transformers_agrees_with_static_llama(qnn_pipeline, qnn_sdk, case, reference) -> None:
-    ours = qnn_pipeline.prepared(case).reference_logits(TOKENS)
-    assert np.abs(ours - hf.logits(reference, TOKENS)).max() < 1e-4
+def test_transformers_agrees_with_static_llama(qnn_pipeline, model_case, reference,
+                                               tokens) -> None:
+    ours = qnn_pipeline.prepared(model_case).reference_logits(tokens)
+    assert np.abs(ours - hf.logits(reference, tokens)).max() < 1e-4
 
 
-@pytest.mark.parametrize("key,scale", [("layers.2.attention.wk.weight", 1.5),
-                                       ("layers.0.feed_forward.w2.weight", 0.8)])
-def test_a_perturbed_weight_breaks_the_agreement(case, reference, key: str, scale: float) -> None:
-    sd = llama2c.load_checkpoint(case.path("checkpoint"), case.params_dict)
-    sd = {k: v.clone() for k, v in sd.items()}
+@pytest.mark.parametrize("key,scale", PERTURBED)
+def test_a_perturbed_weight_breaks_the_agreement(model_case, reference, tokens, key: str,
+                                                 scale: float) -> None:
+    sd = _checkpoint(model_case)
     sd[key][3] *= scale
-    perturbed = hf.reference_model(case, sd)
-    diff = np.abs(hf.logits(perturbed, TOKENS) - hf.logits(reference, TOKENS)).max()
+    perturbed = hf.reference_model(model_case, sd)
+    diff = np.abs(hf.logits(perturbed, tokens) - hf.logits(reference, tokens)).max()
     assert diff > 1e-2, f"perturbing {key} moved the logits by only {diff:.3g}"
+    unperturbed = hf.reference_model(model_case, _checkpoint(model_case))
+    assert np.abs(hf.logits(unperturbed, tokens) - hf.logits(reference, tokens)).max() < 1e-5

@@ -3,12 +3,11 @@ static-LLaMA graphs from its Meta-layout checkpoint (wq/wk permuted for half-spl
 rope scaling from params.json) and they agree with ``transformers.LlamaForCausalLM`` on the
 Hugging Face copy of the weights; a perturbed checkpoint row breaks the agreement.
 
-The toy is not a default case yet (its ``case.json.draft``), so the case is read from a folder
-holding the same files with the draft as ``case.json``.
+The perturbed control reads the case from a folder of links to the toy's files with its
+checkpoint replaced.
 """
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import numpy as np
@@ -26,15 +25,14 @@ TOL = 1e-4  # fp32 vs fp32; the perturbed control moves logits by far more
 
 def _case(folder: Path) -> ModelCase:
     for f in FOLDER.iterdir():
-        if f.name != "case.json.draft" and not (folder / f.name).exists():
+        if not (folder / f.name).exists():
             (folder / f.name).symlink_to(f)
-    shutil.copy(FOLDER / "case.json.draft", folder / "case.json")
     return load_case(folder)
 
 
 @pytest.fixture(scope="module")
-def case(tmp_path_factory: pytest.TempPathFactory) -> ModelCase:
-    return _case(tmp_path_factory.mktemp("llama3_2_toy"))
+def case() -> ModelCase:
+    return registry.available()["llama3_2_toy"]
 
 
 @pytest.fixture(scope="module")
