@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 
 from pytest_qnn_genai.sdk import emulator
+from tests.support import XDIST_ENV
 
 
 @pytest.fixture(autouse=True)
@@ -13,11 +14,16 @@ def _pytester_without_unused_plugins(request: pytest.FixtureRequest) -> None:
     """Pytester runs get the repository's ``addopts`` (pyproject.toml: ``-p no:`` for the pytest
     plugins executorch's dependencies install, ~2.5 s of imports per pytest start; a one-test
     pytester subprocess measured 4.8 s with them, 1.8 s without). Pytester drops
-    PYTEST_ADDOPTS when it is created, so it is set again after."""
+    PYTEST_ADDOPTS when it is created, so it is set again after. Under ``make test`` (``-n 2``)
+    the outer worker's xdist variables are dropped: an inner run that inherited
+    ``PYTEST_XDIST_WORKER=gw1`` would take itself for worker 1 of 2."""
     if "pytester" in request.fixturenames:
         request.getfixturevalue("pytester")
         addopts = " ".join(request.config.getini("addopts"))
-        request.getfixturevalue("monkeypatch").setenv("PYTEST_ADDOPTS", addopts)
+        monkeypatch = request.getfixturevalue("monkeypatch")
+        monkeypatch.setenv("PYTEST_ADDOPTS", addopts)
+        for name in XDIST_ENV:  # an inner run is no worker of the outer run's xdist
+            monkeypatch.delenv(name, raising=False)
 
 
 @pytest.fixture(scope="session")

@@ -65,6 +65,8 @@ class ParityTable:
     """Rows collected during a session, printed in the terminal summary (shippable as dicts)."""
 
     COLUMNS = ("check", "legacy", "new", "delta", "verdict")
+    # an A/B pair's rows (suites/perf, --qnn-ab) put A where legacy goes and B where new goes
+    HEADERS = ("check", "legacy / A", "new / B", "delta", "verdict")
 
     def __init__(self) -> None:
         self.rows: list[dict[str, str]] = []
@@ -87,9 +89,9 @@ class ParityTable:
     def format(self, max_width: int = 48, check_width: int = 80) -> list[str]:
         cells = [[r[c][:check_width if c == "check" else max_width] for c in self.COLUMNS]
                  for r in self.rows]
-        widths = [max([len(c)] + [len(row[i]) for row in cells]) for i, c in enumerate(self.COLUMNS)]
+        widths = [max([len(c)] + [len(row[i]) for row in cells]) for i, c in enumerate(self.HEADERS)]
         line = lambda vals: "  ".join(v.ljust(w) for v, w in zip(vals, widths)).rstrip()  # noqa: E731
-        return [line(self.COLUMNS), line(["-" * w for w in widths])] + [line(r) for r in cells]
+        return [line(self.HEADERS), line(["-" * w for w in widths])] + [line(r) for r in cells]
 
 
 # -- program signatures -------------------------------------------------------------------------

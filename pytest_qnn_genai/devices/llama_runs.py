@@ -50,6 +50,7 @@ from pytest_qnn_genai.devices.runner_output import (
 from pytest_qnn_genai.files import file_sha256
 from pytest_qnn_genai.hybrid import DECODE, PREFILL
 from pytest_qnn_genai.runtime.result import RunResult
+from pytest_qnn_genai.runtime.tokenizer import stop_ids
 
 if TYPE_CHECKING:
     from pytest_qnn_genai.devices.runner_output import RunnerFiles
@@ -78,7 +79,6 @@ class ProgramFacts:
     context_len: int
     prefill_ar: int
     vocab_size: int
-    eos_ids: frozenset[int]
     quant: LogitsQuant
     shared_buffer: bool
 
@@ -97,10 +97,8 @@ class ProgramFacts:
         if logits not in ("uint16", "float32"):
             raise RunnerRequestError(f"{Path(pte).name}: logits dtype {logits} is neither uint16 "
                                      "nor float32, the two the runner dumps")
-        eos = c.get("get_eos_id", [])
         return cls(int(c["get_max_context_len"]), info.methods[PREFILL].inputs[0].shape[-1],
                    int(c["get_vocab_size"]),
-                   frozenset(int(e) for e in (eos if isinstance(eos, list) else [eos])),
                    LogitsQuant(float(c.get("get_logits_scale", 1.0)),
                                int(c.get("get_logits_zero_point", 0)), logits),
                    bool(compile_options(pte)["shared_buffer"]))
@@ -170,9 +168,11 @@ def check_generation(files: RunnerFiles, echo: str, prompt_tokens: int, max_new_
 def generate(ws: DeviceWorkspace, runner: Path, pte: Path, pte_digest: str, tokenizer_bin: Path,
              tokenizer: CaseTokenizer, prompt: str, prompt_ids: list[int],
              max_new_tokens: int, local_dir: Path, timeout_s: float, *, serial: str,
-             logits: bool = False, facts: ProgramFacts | None = None) -> RunResult:
+             logits: bool = False, facts: ProgramFacts | None = None,
+             decoder_model_version: str | None = None) -> RunResult:
     """The hybrid run (text, perf) and, with ``logits``, the kv-mode run (logits, exact ids).
-    ``facts``: what the program says (default: read out of ``pte``)."""
+    ``facts``: what the program says (default: read out of ``pte``); ``decoder_model_version``:
+    the runner's ``--decoder_model_version`` (its extra EOS pieces, e.g. ``<|eot_id|>``)."""
     facts = facts or ProgramFacts.of(pte)
     p = len(prompt_ids)
     seq_len = plan_seq_len(facts, p, max_new_tokens, HYBRID_MODE)
@@ -184,13 +184,16 @@ def generate(ws: DeviceWorkspace, runner: Path, pte: Path, pte_digest: str, toke
     remote_ids = ws.relative(ws.push_artifact(ids_file, hashlib.sha256(ids).hexdigest()))
     remote_pte = ws.push_artifact(pte, pte_digest)
     remote_tok = ws.push_artifact(tokenizer_bin, file_sha256(Path(tokenizer_bin)))
-    eos_pieces = tuple(tokenizer.piece(e) for e in sorted(facts.eos_ids))
+    # the runner stops at its tokenizer's EOS (+ <|eot_id|> as llama3), not at the program's
+    # get_eos_id (runner.cpp Runner::load; static_llama writes 2 into every program)
+    eos_pieces = tuple(tokenizer.piece(e) for e in sorted(stop_ids(tokenizer)))
 
     def run(mode: int, name: str) -> tuple[Generation, RunnerFiles]:
         files = ws.run_llama_runner(runner, remote_pte, remote_tok, None, seq_len, timeout_s,
                                     local_dir / name, eval_mode=mode,
                                     dump_logits=mode == KV_MODE, tokenized_prompt=remote_ids,
-                                    shared_buffer=facts.shared_buffer)
+                                    shared_buffer=facts.shared_buffer,
+                                    decoder_model_version=decoder_model_version)
         return check_generation(files, remote_ids, p, max_new_tokens, eos_pieces, serial), files
 
     hybrid, _ = run(HYBRID_MODE, "hybrid")

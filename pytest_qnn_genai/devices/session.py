@@ -94,7 +94,8 @@ class DeviceSession:
 
     def generate(self, pte: Path, tokenizer_bin: Path, tokenizer: CaseTokenizer, prompt: str,
                  prompt_ids: list[int], max_new_tokens: int, target: Target,
-                 pte_digest: str | None = None, logits: bool = False) -> RunResult:
+                 pte_digest: str | None = None, logits: bool = False,
+                 decoder_model_version: str | None = None) -> RunResult:
         """``max_new_tokens`` greedy tokens after ``prompt_ids`` with qnn_llama_runner: the hybrid
         run, and with ``logits`` a kv-mode run that dumps them (:mod:`.llama_runs`)."""
         self.start()
@@ -103,7 +104,7 @@ class DeviceSession:
             self.workspace, self.runner, Path(pte), pte_digest or file_sha256(Path(pte)),
             Path(tokenizer_bin), tokenizer, prompt, prompt_ids, max_new_tokens,
             self.local_dir / f"{self.serial}-run{self.runs}", self.run_timeout_s,
-            serial=self.serial, logits=logits)
+            serial=self.serial, logits=logits, decoder_model_version=decoder_model_version)
         result.extra.update(target=target.id, prompt=prompt, serial=self.serial,
                             soc=self.info.soc if self.info else "")
         return result

@@ -150,9 +150,11 @@ class DeviceWorkspace:
     def runner_command(self, pte: str, tokenizer: str, prompt: str | None, seq_len: int,
                        eval_mode: int = 1, dump_logits: bool = False,
                        extra_args: Sequence[str] = (), *, tokenized_prompt: str | None = None,
-                       shared_buffer: bool = False) -> str:
+                       shared_buffer: bool = False, decoder_model_version: str | None = None) -> str:
         """The device shell line that runs qnn_llama_runner with outputs in ``run/``: the prompt
-        as text (``prompt``) or as a uint64 id file (``tokenized_prompt``), never both."""
+        as text (``prompt``) or as a uint64 id file (``tokenized_prompt``), never both;
+        ``--decoder_model_version`` when given (its chat template and extra EOS: upstream's device
+        evaluator passes llama.py's ``DECODER_MODEL_VERSION[decoder_model]`` on every run)."""
         if dump_logits and eval_mode != 0:
             raise ValueError("qnn_llama_runner only dumps logits with --eval_mode 0 (kv); "
                              f"got eval_mode={eval_mode}")
@@ -169,6 +171,8 @@ class DeviceWorkspace:
             flags.append(f"--dump_logits_path {RUN_DIR}/logits.bin")
         if shared_buffer:
             flags.append("--shared_buffer")
+        if decoder_model_version:
+            flags.append(f"--decoder_model_version {q(decoder_model_version)}")
         flags += [q(a) for a in extra_args]
         return (f"cd {q(self.path)} && rm -rf {RUN_DIR} && mkdir {RUN_DIR} && chmod +x {RUNNER_NAME}"
                 f"{_ENV} && ./{RUNNER_NAME} {' '.join(flags)} > {RUN_DIR}/run.log 2>&1")
@@ -188,7 +192,8 @@ class DeviceWorkspace:
                          prompt: str | None, seq_len: int, timeout: float,
                          local_dir: Path | str, *, eval_mode: int = 1, dump_logits: bool = False,
                          extra_args: Sequence[str] = (), tokenized_prompt: str | None = None,
-                         shared_buffer: bool = False) -> RunnerFiles:
+                         shared_buffer: bool = False,
+                         decoder_model_version: str | None = None) -> RunnerFiles:
         """Run the runner once and pull its outputs and run.log into ``local_dir``.
 
         ``pte``/``tokenizer``/``tokenized_prompt`` are remote paths (absolute, or from the
@@ -197,7 +202,8 @@ class DeviceWorkspace:
         """
         command = self.runner_command(pte, tokenizer, prompt, seq_len, eval_mode, dump_logits,
                                       extra_args, tokenized_prompt=tokenized_prompt,
-                                      shared_buffer=shared_buffer)
+                                      shared_buffer=shared_buffer,
+                                      decoder_model_version=decoder_model_version)
         self.push_runner(runner_path)
         return self._run(RUNNER_NAME, command, timeout, Path(local_dir))
 

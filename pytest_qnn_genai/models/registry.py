@@ -100,13 +100,18 @@ class ModelCase:
 
     def check_variants(self) -> None:
         """Each declared variant changes only :data:`VARIANT_FIELDS`, to positive integers."""
+        if not isinstance(self.variants, dict):
+            raise ModelCaseError(f"model case {self.name}: variants must be an object of "
+                                 f"name: {{field: value}}, got {type(self.variants).__name__}")
         for name, overrides in self.variants.items():
-            bad = [k for k in overrides if k not in VARIANT_FIELDS]
+            bad = ([k for k in overrides if k not in VARIANT_FIELDS]
+                   if isinstance(overrides, dict) else [type(overrides).__name__])
             if name in FLOW_VARIANTS or ":" in name or not isinstance(overrides, dict) or bad:
                 raise ModelCaseError(
                     f"model case {self.name}: variant {name!r} must be a new name (not "
                     f"{'/'.join(FLOW_VARIANTS)}, no ':') overriding only "
-                    f"{', '.join(VARIANT_FIELDS)}" + (f"; got {', '.join(bad)}" if bad else ""))
+                    f"{', '.join(VARIANT_FIELDS)}" + (f"; got {', '.join(map(str, bad))}"
+                                                      if bad else ""))
             wrong = {k: v for k, v in overrides.items() if not (type(v) is int and v > 0)}
             if wrong:
                 raise ModelCaseError(f"model case {self.name}: variant {name!r}: {wrong} must be "

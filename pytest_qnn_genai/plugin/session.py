@@ -242,7 +242,7 @@ class QnnSession:
                 f"{totals.bytes_built / 1e6:.2f} MB written, {totals.rebuilt_damaged} damaged "
                 f"entries rebuilt, {totals.evicted} evicted) in {self.settings.cache_dir}")
         if self.parity.rows and not self.is_worker:
-            tr.write_sep("-", "qnn-genai parity: legacy vs new")
+            tr.write_sep("-", "qnn-genai parity: legacy vs new (and A/B pairs: A vs B)")
             for line in self.parity.format():
                 tr.write_line(line)
         if self.report is None:

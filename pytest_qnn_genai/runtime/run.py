@@ -33,18 +33,20 @@ class RunStageError(RuntimeError):
 
 def run(pte: Path, tokenizer_model: Path, prompt: str, target: Target,
         max_new_tokens: int, *, device: DeviceSession | None = None, tokenizer_bin: Path | None = None,
-        pte_digest: str | None = None, logits: bool = False) -> RunResult:
+        pte_digest: str | None = None, logits: bool = False,
+        decoder_model_version: str | None = None) -> RunResult:
     """Greedy-generate up to ``max_new_tokens`` tokens after ``prompt`` with ``pte`` on ``target``.
 
     The emulator path needs the QNN SDK active in this process (``sdk.activate``) and always has
     logits. A phone target needs ``device`` (a
     :class:`~pytest_qnn_genai.devices.session.DeviceSession`) and the llama2.c ``tokenizer_bin``
     the C++ runner reads; ``pte_digest`` names the pushed copy; ``logits`` asks for a second,
-    kv-mode run that dumps them (the only way the runner gives logits).
+    kv-mode run that dumps them (the only way the runner gives logits);
+    ``decoder_model_version`` is the runner's ``--decoder_model_version``.
     """
     if not target.is_emulator:
         return run_on_device(pte, tokenizer_model, prompt, target, max_new_tokens, device,
-                             tokenizer_bin, pte_digest, logits)
+                             tokenizer_bin, pte_digest, logits, decoder_model_version)
     require_active("running a .pte on the emulator")
     from pytest_qnn_genai.runtime.host_runner import HybridRunner
 
@@ -70,7 +72,8 @@ def _require_device(target: Target, device: DeviceSession | None) -> None:
 
 def run_on_device(pte: Path, tokenizer_model: Path, prompt: str, target: Target,
                   max_new_tokens: int, device: DeviceSession | None, tokenizer_bin: Path | None,
-                  pte_digest: str | None, logits: bool = False) -> RunResult:
+                  pte_digest: str | None, logits: bool = False,
+                  decoder_model_version: str | None = None) -> RunResult:
     """The phone path: push and run through ``device`` (qnn_llama_runner: hybrid mode for the
     text and perf; with ``logits``, kv mode for the logits and the exact generated ids).
 
@@ -88,7 +91,8 @@ def run_on_device(pte: Path, tokenizer_model: Path, prompt: str, target: Target,
     tokenizer = load_tokenizer(tokenizer_model)
     prompt_ids = encode(tokenizer, prompt)
     return device.generate(Path(pte), Path(tokenizer_bin), tokenizer, prompt, prompt_ids,
-                           max_new_tokens, target, pte_digest, logits=logits)
+                           max_new_tokens, target, pte_digest, logits=logits,
+                           decoder_model_version=decoder_model_version)
 
 
 def run_method(pte: Path, inputs: Sequence[torch.Tensor], target: Target, *,

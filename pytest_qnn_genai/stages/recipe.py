@@ -1,4 +1,5 @@
-"""Which executorch quant recipe a model case uses: the one the legacy llama.py applies to it.
+"""What llama.py's model config (``SUPPORTED_LLM_MODELS[decoder_model]``) says about a case: its
+quant recipe, its SeqMSE weight-scale search, the runner's ``--decoder_model_version``.
 
 The legacy flow picks the recipe by ``--decoder_model``
 (``SUPPORTED_LLM_MODELS[name].quant_recipe``, e.g. ``LlamaStories260KQuantRecipe`` for stories260k:
@@ -25,6 +26,13 @@ def _llm_config(case: ModelCase) -> Any:
         raise RecipeError(f"{case.name}: decoder_model {case.decoder_model!r} is not an executorch "
                           f"static LLM (known: {', '.join(sorted(configs))})")
     return configs[case.decoder_model]
+
+
+def decoder_model_version(case: ModelCase) -> str:
+    """The ``--decoder_model_version`` qnn_llama_runner is run with for ``case``
+    (``LLMModelConfig.decoder_model_version``, from ``DECODER_MODEL_VERSION``: ``llama2`` for
+    stories260k, ``llama3`` for llama3_2-*), as upstream's device evaluator passes it."""
+    return str(_llm_config(case).decoder_model_version)
 
 
 def seq_mse_candidates(case: ModelCase) -> int:

@@ -140,7 +140,7 @@ def test_ab_accuracy_deltas(qnn_ab_pair, qnn_pipeline, qnn_sdk, qnn_case, qnn_ta
         run = qnn_pipeline.run_pte(qnn_case, qnn_target,
                                    qnn_pipeline.variant_pte(qnn_case, name, qnn_target))
         figures[name] = numerics.accuracy_vs_reference(run, prepared.reference_logits)
-    checks = [parity.Check(f"A/B {b} vs {a}: {label}", figures[a][key], figures[b][key],
+    checks = [parity.Check(f"A/B {a} vs {b}: {label}", figures[a][key], figures[b][key],
                            round(figures[b][key] - figures[a][key], 4), info=True)
               for key, label in (("sqnr_db", "logits SQNR vs fp32 dB"),
                                  ("greedy_agreement", "greedy agreement with fp32"))]

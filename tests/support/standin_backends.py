@@ -14,7 +14,8 @@ executor backend has ``method_name(index)``, ``input_specs(method)`` (loads the 
   deterministic (its fields as JSON in ``$QNN_GENAI_STANDIN_TOY``): seconds, no QNN.
 * ``tests.support.standin_backends:emulator_backend`` — :class:`EmulatorBackend`, the pushed
   hybrid .pte on the x86 HTP emulator (the project's ``HybridRunner``, ``$QNN_SDK_ROOT`` set by
-  the launcher) with the llama2.c ``tokenizer.bin`` the real runner reads (:class:`Llama2cVocab`).
+  the launcher) with the tokenizer file read as the real runner reads it
+  (:func:`load_runner_tokenizer`: a tiktoken file or a llama2.c ``tokenizer.bin``).
 * ``tests.support.standin_backends:executorch_backend`` — :class:`ExecutorchBackend`, any .pte
   through ``executorch.runtime`` for ``qnn_executor_runner`` (the emulator when ``$QNN_SDK_ROOT``
   is set).
@@ -108,8 +109,61 @@ class Llama2cVocab:
         return bytes([int(match.group(1), 16)]) if match else piece
 
 
+@dataclass(frozen=True)
+class TiktokenVocab:
+    """A tiktoken ``tokenizer.model`` as the C++ ``tokenizers::Tiktoken()`` reads it: the default
+    (Llama 3) special tokens after the ranks, BOS = special 0 (``<|begin_of_text|>``), EOS =
+    special 1 (``<|end_of_text|>``), special tokens matched in encoded text."""
+
+    tokenizer: object  # pytorch_tokenizers.TiktokenTokenizer (the same default special tokens)
+
+    @classmethod
+    def load(cls, path: Path | str) -> TiktokenVocab:
+        from pytorch_tokenizers import TiktokenTokenizer
+
+        return cls(TiktokenTokenizer(str(path)))
+
+    @property
+    def bos(self) -> int:
+        return int(self.tokenizer.bos_id)
+
+    @property
+    def eos(self) -> int:
+        return int(self.tokenizer.eos_id)
+
+    def encode(self, text: str) -> list[int]:
+        return [self.bos] + list(self.tokenizer.encode(text, bos=False, eos=False,
+                                                       allowed_special="all"))
+
+    def piece_bytes(self, prev: int, token: int) -> bytes:
+        """``Tiktoken::decode(prev, token)``: the token's bytes (a special token's text)."""
+        return bytes(self.tokenizer.model.decode_single_token_bytes(token))
+
+
+def load_runner_tokenizer(path: Path | str) -> Llama2cVocab | TiktokenVocab:
+    """``--tokenizer_path`` as qnn_llama_runner loads it (runner.cpp ``Runner::load`` ->
+    extension/llm/runner/llm_runner_helper.cpp ``load_tokenizer``: HF json, then tiktoken, then
+    SentencePiece, then llama2.c BPE, the first that loads). The stand-in reads the two formats
+    the project's cases ship to a phone; a JSON or SentencePiece file is an error it names."""
+    data = Path(path).read_bytes()
+    try:
+        json.loads(data)
+    except ValueError:
+        pass
+    else:
+        raise RuntimeError(f"{path}: a HF json tokenizer (not read by this stand-in)")
+    try:
+        return TiktokenVocab.load(path)
+    except ValueError:  # a line that is not "base64 rank": not a tiktoken file
+        pass
+    if data[:1] == b"\n":  # a SentencePiece ModelProto starts with field 1 (pieces)
+        raise RuntimeError(f"{path}: a SentencePiece model (not read by this stand-in)")
+    return Llama2cVocab.load(path)
+
+
 class EmulatorBackend:
-    """The project's x86-emulator HybridRunner (hybrid .pte, AR-1 kv_forward) + tokenizer.bin."""
+    """The project's x86-emulator HybridRunner (hybrid .pte, AR-1 kv_forward) + the runner's
+    tokenizer (:func:`load_runner_tokenizer`)."""
 
     def __init__(self, request: LoadRequest) -> None:
         from pytest_qnn_genai.runtime.pte_info import compile_options
@@ -122,7 +176,7 @@ class EmulatorBackend:
         activate_qnn_sdk()
         from pytest_qnn_genai.runtime.host_runner import HybridRunner
 
-        self.vocab = Llama2cVocab.load(request.tokenizer_path)
+        self.vocab = load_runner_tokenizer(request.tokenizer_path)
         self.runner = HybridRunner(request.model_path)
         self.runner._reset()  # empty KV caches; each _step appends at its n_past
         self._io = {io.name: io for io in (self.runner.prefill, self.runner.decode)}

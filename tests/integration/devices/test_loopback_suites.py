@@ -23,6 +23,7 @@ from types import SimpleNamespace
 import pytest
 
 from pytest_qnn_genai.models import registry
+from tests.support import XDIST_ENV
 from tests.support.adb_fixtures import ADB_ENV_VARS
 from tests.support.executor_runner_standin import REPO_ROOT, write_executor_launcher
 from tests.support.short_llama_runner import write_launcher as write_short_launcher
@@ -92,7 +93,8 @@ def _pytest(loopback: SimpleNamespace, runner: Path, cache: Path, junit: Path,
                "-m", "not perf", "--ignore", "suites/parity/test_parity_snapshots.py",
                "-rfEs", f"--junitxml={junit}"]
     env = {**loopback.env, "PYTHONPATH": str(REPO_ROOT)}
-    env = {k: v for k, v in env.items() if not k.startswith("QNN_GENAI_")}
+    env = {k: v for k, v in env.items()
+           if not k.startswith("QNN_GENAI_") and k not in XDIST_ENV}  # an inner run of its own
     return subprocess.run(command, cwd=REPO_ROOT, env=env, text=True, capture_output=True,
                           timeout=RUN_TIMEOUT_S)
 

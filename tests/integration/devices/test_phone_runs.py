@@ -34,7 +34,7 @@ P, N = len(PROMPT_IDS), 12
 
 def facts(shared_buffer: bool = True, context_len: int = 64) -> ProgramFacts:
     return ProgramFacts(context_len=context_len, prefill_ar=16, vocab_size=64,
-                        eos_ids=frozenset({2}), quant=LogitsQuant(0.001, 32768),
+                        quant=LogitsQuant(0.001, 32768),
                         shared_buffer=shared_buffer)
 
 

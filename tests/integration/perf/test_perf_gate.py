@@ -349,7 +349,7 @@ def test_qnn_ab_runs_a_declared_variant_pair(pytester: pytest.Pytester, qnn_sett
     assert values["new_prefill_tok_s"] > values["ar8_prefill_tok_s"]
     (accuracy,) = [r for r in records if r["kind"] == "numerics"]
     assert set(accuracy["values"]) >= {"ar8_sqnr_db", "new_sqnr_db", "ar8_greedy_agreement"}
-    assert "A/B new vs ar8: logits SQNR vs fp32 dB" in result.stdout.str()
+    assert "A/B ar8 vs new: logits SQNR vs fp32 dB" in result.stdout.str()
     bad = _perf_suite(pytester, qnn_settings.cache_dir, "--qnn-ab", "ar8:ar9")
     assert bad.ret == pytest.ExitCode.USAGE_ERROR
     assert [x for x in bad.errlines if x.strip()] == [

@@ -89,6 +89,7 @@ def test_runs_and_table() -> None:
     table.add(checks, prefix="[x] ")
     table.merge(table.to_dicts())  # rows shipped back from a worker are not duplicated
     lines = table.format()
-    assert lines[0].split() == ["check", "legacy", "new", "delta", "verdict"]
+    assert lines[0].split("  ")[:1] == ["check"] and lines[0].split() == [
+        "check", "legacy", "/", "A", "new", "/", "B", "delta", "verdict"]
     assert len(lines) == 2 + len(checks)
     assert parity.compare_pte_size(100, 104).ok and not parity.compare_pte_size(100, 110).ok

@@ -27,7 +27,7 @@ from tests.support import llama_runner_standin as ll
 from tests.support import short_llama_runner
 from tests.support.standin_backends import ToyBackend
 
-FACTS = ProgramFacts(context_len=64, prefill_ar=16, vocab_size=64, eos_ids=frozenset({2}),
+FACTS = ProgramFacts(context_len=64, prefill_ar=16, vocab_size=64,
                      quant=LogitsQuant(0.001, 32768), shared_buffer=False)
 IDS = [1, 7, 8, 9, 10]  # BOS + 4 ids: P = 5
 P = len(IDS)

@@ -118,3 +118,17 @@ def test_code_digest_of_the_installed_package_is_stable() -> None:
     first = code_digest("pytest_qnn_genai.stages.quantize")
     clear_cache()
     assert code_digest("pytest_qnn_genai.stages.quantize") == first
+
+
+def test_declaring_a_variant_rebuilds_nothing_and_the_variant_is_its_own_build(
+        tmp_path: Path, builds: list[str]) -> None:
+    case = available()["stories260k"]
+    _pipeline(tmp_path).qdq_entry(case, EMULATOR)
+    more = dataclasses.replace(case, variants={**case.variants, "ar16": {"prefill_ar_len": 16}})
+    _pipeline(tmp_path).qdq_entry(more, EMULATOR)  # the base build is the same build
+    assert builds == ["quantize"]
+    variant = more.variant("ar16")
+    assert (variant.name, variant.prefill_ar_len, variant.variants) == ("stories260k@ar16", 16, {})
+    _pipeline(tmp_path).qdq_entry(variant, EMULATOR)
+    _pipeline(tmp_path).qdq_entry(more.variant("ar16"), EMULATOR)
+    assert builds == ["quantize", "quantize"]

@@ -1,0 +1,47 @@
+"""Build variants as data: what a case may declare, and the one-line errors for the rest."""
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from pytest_qnn_genai.models.registry import ModelCaseError, available, load_case
+
+
+def _case_with(tmp_path: Path, variants: object) -> Path:
+    src = available()["stories260k"].folder
+    folder = tmp_path / "case"
+    shutil.copytree(src, folder)
+    spec = json.loads((folder / "case.json").read_text())
+    spec["variants"] = variants
+    (folder / "case.json").write_text(json.dumps(spec))
+    return folder
+
+
+def test_every_default_case_commits_the_ar8_pair() -> None:
+    for case in available().values():
+        assert case.variant_names == ("legacy", "new", "ar8")
+        assert case.variant("ar8").prefill_ar_len == 8 < case.prefill_ar_len
+        assert case.variant("new") is case
+
+
+@pytest.mark.parametrize("variants,needle", [
+    ({"ar8": {"quant_recipe": "8a8w"}}, "got quant_recipe"),
+    ({"legacy": {"prefill_ar_len": 8}}, "must be a new name"),
+    ({"a:b": {"prefill_ar_len": 8}}, "no ':'"),
+    ({"ar0": {"prefill_ar_len": 0}}, "positive integers"),
+    ({"arx": {"prefill_ar_len": "8"}}, "positive integers"),
+    ({"ary": 8}, "must be a new name"),
+    (["ar8"], "variants must be an object"),
+])
+def test_a_bad_variant_is_one_line(tmp_path: Path, variants: dict, needle: str) -> None:
+    with pytest.raises(ModelCaseError, match=needle) as info:
+        load_case(_case_with(tmp_path, variants))
+    assert "\n" not in str(info.value) and "case.json" in str(info.value)
+
+
+def test_an_undeclared_variant_names_the_declared_ones() -> None:
+    with pytest.raises(ModelCaseError, match="variants: legacy, new, ar8"):
+        available()["stories260k"].variant("ar9")

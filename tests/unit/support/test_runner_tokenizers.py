@@ -1,0 +1,51 @@
+"""The runner's tokenizer as upstream loads it (llm_runner_helper.cpp ``load_tokenizer``), in the
+stand-in, and the plugin passing the ``--decoder_model_version`` that decides the runner's extra
+EOS (runner.cpp ``Runner::load``; llama.py's ``DECODER_MODEL_VERSION``, as upstream's device
+evaluator passes it)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pytest_qnn_genai.devices.workspace import DeviceWorkspace
+from pytest_qnn_genai.models.registry import available
+from pytest_qnn_genai.stages.recipe import decoder_model_version
+from tests.support.chat_templates import VERSIONS
+from tests.support.standin_backends import Llama2cVocab, TiktokenVocab, load_runner_tokenizer
+
+CASES = available()
+
+
+def test_a_tiktoken_file_loads_as_tiktoken_with_llama3_specials() -> None:
+    vocab = load_runner_tokenizer(CASES["llama3_2_toy"].path("tokenizer_bin"))
+    assert isinstance(vocab, TiktokenVocab)
+    assert (vocab.bos, vocab.eos) == (768, 769)  # <|begin_of_text|>, <|end_of_text|> after 768
+    assert vocab.encode("<|eot_id|>") == [768, 777]
+    assert vocab.piece_bytes(768, 777) == b"<|eot_id|>"
+    ids = vocab.encode("Once upon a time")
+    assert b"".join(vocab.piece_bytes(a, b) for a, b in zip(ids, ids[1:])) == b"Once upon a time"
+
+
+def test_a_llama2c_bin_loads_as_bpe_and_a_sentencepiece_model_is_named() -> None:
+    case = CASES["stories260k"]
+    assert isinstance(load_runner_tokenizer(case.path("tokenizer_bin")), Llama2cVocab)
+    with pytest.raises(RuntimeError, match="SentencePiece"):
+        load_runner_tokenizer(case.path("tokenizer_model"))
+
+
+def test_a_json_tokenizer_is_named(tmp_path: Path) -> None:
+    (tmp_path / "tokenizer.json").write_text('{"model": {}}')
+    with pytest.raises(RuntimeError, match="HF json"):
+        load_runner_tokenizer(tmp_path / "tokenizer.json")
+
+
+@pytest.mark.parametrize("name,version", [("stories260k", "llama2"), ("llama3_2_toy", "llama3")])
+def test_the_runner_gets_llama_py_s_decoder_model_version(name: str, version: str) -> None:
+    assert decoder_model_version(CASES[name]) == version
+    assert version in VERSIONS  # the stand-in knows it, with its EOS pieces
+    command = DeviceWorkspace(object(), "s").runner_command(
+        "m.pte", "tok", None, 64, tokenized_prompt="ids.raw", decoder_model_version=version)
+    assert f"--decoder_model_version {version}" in command
+    assert "--decoder_model_version" not in DeviceWorkspace(object(), "s").runner_command(
+        "m.pte", "tok", None, 64, tokenized_prompt="ids.raw")
