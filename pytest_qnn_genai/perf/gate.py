@@ -149,7 +149,9 @@ class Pairing(Protocol):
 
 class Interleaved:
     """Whole generations paired: A's round then B's (or B's then A's); a round's ratio is the
-    ratio of the two rounds' figures."""
+    ratio of the two rounds' figures. For targets whose calls cannot be paired one by one (a
+    phone's qnn_llama_runner runs a whole generation per call); measured on the emulator it
+    spreads far wider than :class:`~pytest_qnn_genai.perf.lockstep.Lockstep` (module docstring)."""
 
     def __init__(self, a: Contender, b: Contender) -> None:
         self.a, self.b = a.name, b.name
