@@ -36,7 +36,7 @@ from pytest_qnn_genai.runtime.tokenizer import encode, load_tokenizer
 
 pytestmark = pytest.mark.perf
 
-# prompt passes pooled into each A/B round's prefill figure (one pass is ~0.1 s on the emulator)
+# prompt passes per A/B round, each a paired sample of the prefill ratio (~0.1 s on the emulator)
 AB_PREFILL_PASSES = 8
 # what --qnn-update-golden writes for a SoC without floors (upstream's stories260k floors)
 UPDATED_FIGURES = ("decode_tok_s", "inference_speed_tok_s")
