@@ -22,10 +22,13 @@ import statistics
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_qnn_genai.perf.minimum import GATED, Work, check_minimum, measured_work, round_work
 from pytest_qnn_genai.runtime.result import PerfStats
+
+if TYPE_CHECKING:
+    from pytest_qnn_genai.runtime.host_runner import HybridRunner
 
 Generate = Callable[[], PerfStats]
 PERF_MAX_NEW_TOKENS = 24
@@ -96,12 +99,9 @@ def host_generation(pte: Path | str, tokenizer_model: Path | str, workload: Work
     are pooled over k passes of the prompt (k x P tokens over their summed prefill time); the
     other figures are the generation's own."""
     from pytest_qnn_genai.runtime.host_runner import HybridRunner
-    from pytest_qnn_genai.runtime.tokenizer import encode, load_tokenizer
 
     runner = (runner_class or HybridRunner)(pte)
-    ids = encode(load_tokenizer(Path(tokenizer_model)), workload.prompt)  # the tokenizer's BOS
-    ids = ids[:runner.max_prompt_len]
-    n = max(1, min(workload.max_new_tokens, runner.max_seq_len - 1 - len(ids)))
+    ids, n = fit_workload(workload, tokenizer_model, [runner])
 
     def generate() -> PerfStats:
         perf = runner.generate(ids, n, stop_at_eos=False).perf
@@ -114,6 +114,19 @@ def host_generation(pte: Path | str, tokenizer_model: Path | str, workload: Work
         tokens = perf.prompt_tokens * workload.prefill_passes
         return replace(perf, prompt_tokens=tokens, prefill_tok_s=tokens / seconds)
     return generate
+
+
+def fit_workload(workload: Workload, tokenizer_model: Path | str,
+                 runners: Sequence[HybridRunner]) -> tuple[list[int], int]:
+    """``workload``'s prompt ids (the tokenizer's BOS, cut to what every runner's prompt
+    processor accepts) and its new-token count (at least 1, within every runner's
+    ``max_seq_len``)."""
+    from pytest_qnn_genai.runtime.tokenizer import encode, load_tokenizer
+
+    ids = encode(load_tokenizer(Path(tokenizer_model)), workload.prompt)
+    ids = ids[:min(r.max_prompt_len for r in runners)]
+    n = min([workload.max_new_tokens] + [r.max_seq_len - 1 - len(ids) for r in runners])
+    return ids, max(1, n)
 
 
 def generation_for(pipeline: Any, case: Any, target: Any, pte: Path | str | None = None,

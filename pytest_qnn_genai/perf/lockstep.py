@@ -67,18 +67,19 @@ class Lockstep:
     """A :class:`~pytest_qnn_genai.perf.gate.Pairing` of two hybrid programs on the emulator."""
 
     def __init__(self, a: str, a_pte: Path | str, b: str, b_pte: Path | str,
-                 prompt_ids: list[int], workload: Workload,
+                 tokenizer_model: Path | str, workload: Workload,
                  runner_class: type[HybridRunner] | None = None,
                  b_runner_class: type[HybridRunner] | None = None) -> None:
+        from pytest_qnn_genai.perf.benchmark import fit_workload
         from pytest_qnn_genai.runtime.host_runner import HybridRunner
 
         self.a, self.b = a, b
         self._runners = ((runner_class or HybridRunner)(a_pte),
                          (b_runner_class or runner_class or HybridRunner)(b_pte))
-        limit = min(r.max_prompt_len for r in self._runners)
-        self.ids = list(prompt_ids)[:limit]
-        self.n = max(2, min([workload.max_new_tokens]
-                            + [r.max_seq_len - 1 - len(self.ids) for r in self._runners]))
+        self.ids, self.n = fit_workload(workload, tokenizer_model, self._runners)
+        if self.n < 2:
+            raise ValueError(f"lockstep: the programs leave no room for a decode step after a "
+                             f"{len(self.ids)}-token prompt")
         self.passes = max(1, workload.prefill_passes)
 
     def __call__(self, b_first: bool) -> PairedRound:

@@ -130,7 +130,6 @@ class HybridRunner:
         self.max_seq_len = int(c["get_max_seq_len"])
         self.context_len = int(c["get_max_context_len"])
         self.vocab_size = int(c["get_vocab_size"])
-        self.bos_id = int(c["get_bos_id"]) if "get_bos_id" in c else None
         eos = c["get_eos_id"]
         self.eos_ids = frozenset(int(e) for e in (eos if isinstance(eos, list) else [eos]))
         self.logits_scale = float(c["get_logits_scale"])
@@ -282,11 +281,6 @@ class Generation:
         self.stop = "max_new_tokens"
         self.done = False
         self._start = self._first = self._end = 0.0
-
-    @property
-    def phase(self) -> str:
-        """The method the next :meth:`step` calls (``prefill_forward`` or ``kv_forward``)."""
-        return (self.runner.prefill if not self.tokens else self.runner.decode).name
 
     def step(self) -> bool:
         """Make the next call (a prefill chunk or one decode step); False once finished."""

@@ -149,9 +149,9 @@ def stop_ids(tokenizer: CaseTokenizer) -> frozenset[int]:
     return frozenset(ids)
 
 
-def encode(tokenizer: CaseTokenizer, prompt: str, bos_id: int | None = None) -> list[int]:
-    """``[bos] + ids`` of ``prompt`` (bos from the program when it says so)."""
-    bos = tokenizer.bos_id if bos_id is None else bos_id
+def encode(tokenizer: CaseTokenizer, prompt: str) -> list[int]:
+    """``[bos] + ids`` of ``prompt``, BOS from the tokenizer as qnn_llama_runner takes it."""
+    bos = tokenizer.bos_id
     return ([bos] if bos >= 0 else []) + tokenizer.encode(prompt)
 
 

@@ -32,7 +32,6 @@ from pytest_qnn_genai.perf.gate import ab_gate
 from pytest_qnn_genai.perf.lockstep import Lockstep
 from pytest_qnn_genai.perf.phone import phone_generation, phone_minimum, round_problems
 from pytest_qnn_genai.report.results import Record
-from pytest_qnn_genai.runtime.tokenizer import encode, load_tokenizer
 
 pytestmark = pytest.mark.perf
 
@@ -112,9 +111,9 @@ def test_relative_gate(qnn_ab_pair, qnn_pipeline, qnn_sdk, qnn_case, qnn_target,
     a, b = qnn_ab_pair
     _variants(qnn_case, a, b)
     workload = replace(Workload.for_case(qnn_case), prefill_passes=AB_PREFILL_PASSES)
-    prompt_ids = encode(load_tokenizer(qnn_case.path("tokenizer_model")), workload.prompt)
     pairing = Lockstep(a, qnn_pipeline.variant_pte(qnn_case, a, qnn_target),
-                       b, qnn_pipeline.variant_pte(qnn_case, b, qnn_target), prompt_ids, workload)
+                       b, qnn_pipeline.variant_pte(qnn_case, b, qnn_target),
+                       qnn_case.path("tokenizer_model"), workload)
     outcome = ab_gate(pairing, rounds=qnn_settings.perf_rounds,
                       floor=qnn_settings.perf_ratio_floor,
                       minimum=Minimum.from_settings(qnn_settings))

@@ -169,12 +169,6 @@ def test_second_report_with_a_slowed_variant_is_a_regression(tmp_path: Path) -> 
 
 
 # -- the emulator: a runner slowed per call, in lockstep with the normal one --------------------
-def _prompt_ids(case, workload: Workload) -> list[int]:
-    from pytest_qnn_genai.runtime.tokenizer import encode, load_tokenizer
-
-    return encode(load_tokenizer(case.path("tokenizer_model")), workload.prompt)
-
-
 @pytest.fixture(scope="module")
 def new_pte(qnn_pipeline, qnn_sdk, case):  # -> Path
     return qnn_pipeline.pte(case, EMU).pte
@@ -191,8 +185,8 @@ def test_slowed_runner_fails_the_relative_gate_on_the_emulator(new_pte, case,
             return super()._step(io, tokens, n_past, times)
 
     workload = Workload(case.eval_prompt, 6)
-    ids = _prompt_ids(case, workload)
-    out = _ab_gate(Lockstep("normal", new_pte, "slowed", new_pte, ids, workload,
+    out = _ab_gate(Lockstep("normal", new_pte, "slowed", new_pte, case.path("tokenizer_model"),
+                            workload,
                             b_runner_class=SlowedRunner),
                    rounds=5, floor=0.9, minimum=Minimum(0, 0.0))
     assert out.verdicts["decode_tok_s"].state == "fail", out.verdicts
@@ -223,8 +217,8 @@ def test_pooled_prefill_passes_catch_a_slowed_prompt_pass_on_the_emulator(new_pt
     pooled = host_generation(new_pte, tokenizer, workload)()
     assert pooled.prompt_tokens == 3 * one.prompt_tokens
     assert (pooled.generated_tokens, pooled.ttft_s > 0) == (one.generated_tokens, True)
-    out = _ab_gate(Lockstep("normal", new_pte, "slowed", new_pte, _prompt_ids(case, workload),
-                            workload, b_runner_class=SlowedPrefill),
+    out = _ab_gate(Lockstep("normal", new_pte, "slowed", new_pte, tokenizer, workload,
+                            b_runner_class=SlowedPrefill),
                    rounds=5, floor=0.9, minimum=Minimum(0, 0.0))
     assert out.a_rounds[0].prompt_tokens == pooled.prompt_tokens  # 3 passes per round
     assert out.verdicts["prefill_tok_s"].state == "fail", out.verdicts
