@@ -32,6 +32,12 @@ if TYPE_CHECKING:
 
 Generate = Callable[[], PerfStats]
 PERF_MAX_NEW_TOKENS = 24
+# prompt passes pooled into an emulator round's prefill figure. One pass of a case's perf prompt
+# lasts 0.09-0.16 s on an idle machine: single-pass rounds left llama3_2_toy's prefill at 1.79 s
+# after 20 rounds here and 1.99 s after 12 on the CI machine (warm cache, nothing else running),
+# short of the 2 s minimum, while decode had rested on enough work since round 5. Paired A/B
+# rounds need the passes as samples of the prefill ratio too (:mod:`.lockstep`).
+EMULATOR_PREFILL_PASSES = 8
 # extra_info key -> PerfStats attribute (medians over the measured rounds)
 EXTRA_INFO = {"prompt_tok_s": "prefill_tok_s", "decode_tok_s": "decode_tok_s",
               "ttft_s": "ttft_s", "load_s": "model_load_s", "prompt_tokens": "prompt_tokens",
@@ -53,14 +59,15 @@ class Workload:
     prefill_passes: int = 1
 
     @classmethod
-    def for_case(cls, case: Any) -> Workload:
+    def for_case(cls, case: Any, prefill_passes: int = 1) -> Workload:
         """``case.extra["perf_prompt"]``, else its longest calibration prompt (several full AR
         chunks, so the prefill figure rests on more than one short call), else its eval prompt;
         ``perf_max_new_tokens`` likewise."""
         prompts = tuple(getattr(case, "calibration_prompts", ()) or ())
         prompt = case.extra.get("perf_prompt") or (max(prompts, key=len) if prompts
                                                    else case.eval_prompt)
-        return cls(prompt, int(case.extra.get("perf_max_new_tokens", PERF_MAX_NEW_TOKENS)))
+        return cls(prompt, int(case.extra.get("perf_max_new_tokens", PERF_MAX_NEW_TOKENS)),
+                   prefill_passes)
 
 
 @dataclass(frozen=True)
@@ -132,11 +139,13 @@ def fit_workload(workload: Workload, tokenizer_model: Path | str,
 def generation_for(pipeline: Any, case: Any, target: Any, pte: Path | str | None = None,
                    workload: Workload | None = None) -> Generate:
     """The generation of ``case``'s perf workload on ``target`` (emulator: ``pte`` or the new
-    flow's .pte via :func:`host_generation`; phone: ``pipeline.run``)."""
-    workload = workload or Workload.for_case(case)
+    flow's .pte via :func:`host_generation`, :data:`EMULATOR_PREFILL_PASSES` prompt passes a
+    round; phone: ``pipeline.run``, the runner's one prompt pass)."""
     if target.is_emulator:
+        workload = workload or Workload.for_case(case, EMULATOR_PREFILL_PASSES)
         pte = pte or pipeline.pte(case, target).pte
         return host_generation(pte, case.path("tokenizer_model"), workload)
+    workload = workload or Workload.for_case(case)
     return lambda: pipeline.run(case, target, workload.prompt, workload.max_new_tokens).perf
 
 

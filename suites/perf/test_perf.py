@@ -19,7 +19,6 @@ rounds are run until it does. Every figure goes into the run's records (``--qnn-
 """
 from __future__ import annotations
 
-from dataclasses import replace
 from datetime import date
 
 import pytest
@@ -27,7 +26,7 @@ import pytest
 from pytest_qnn_genai import progress
 from pytest_qnn_genai.checks import numerics, parity
 from pytest_qnn_genai.golden.perf import GoldenPerf, GoldenWorkload, update_golden
-from pytest_qnn_genai.perf.benchmark import Minimum, Workload
+from pytest_qnn_genai.perf.benchmark import EMULATOR_PREFILL_PASSES, Minimum, Workload
 from pytest_qnn_genai.perf.gate import ab_gate
 from pytest_qnn_genai.perf.lockstep import Lockstep
 from pytest_qnn_genai.perf.phone import phone_generation, phone_minimum, round_problems
@@ -35,8 +34,6 @@ from pytest_qnn_genai.report.results import Record
 
 pytestmark = pytest.mark.perf
 
-# prompt passes per A/B round, each a paired sample of the prefill ratio (~0.1 s on the emulator)
-AB_PREFILL_PASSES = 8
 # what --qnn-update-golden writes for a SoC without floors (upstream's stories260k floors)
 UPDATED_FIGURES = ("decode_tok_s", "inference_speed_tok_s")
 
@@ -110,7 +107,7 @@ def test_relative_gate(qnn_ab_pair, qnn_pipeline, qnn_sdk, qnn_case, qnn_target,
     """``--qnn-ab A:B`` (default legacy:new): B keeps the floor of A's prefill and decode tok/s."""
     a, b = qnn_ab_pair
     _variants(qnn_case, a, b)
-    workload = replace(Workload.for_case(qnn_case), prefill_passes=AB_PREFILL_PASSES)
+    workload = Workload.for_case(qnn_case, EMULATOR_PREFILL_PASSES)
     pairing = Lockstep(a, qnn_pipeline.variant_pte(qnn_case, a, qnn_target),
                        b, qnn_pipeline.variant_pte(qnn_case, b, qnn_target),
                        qnn_case.path("tokenizer_model"), workload)
