@@ -140,17 +140,13 @@ class Pipeline:
         in this process on the emulator, with the runner on a phone (``digest`` names the pushed
         copy; default: the file's sha256)."""
         from pytest_qnn_genai.runtime.run import run
+        from pytest_qnn_genai.stages.recipe import decoder_model_version
 
-        version = None
-        if not target.is_emulator:
-            from pytest_qnn_genai.stages.recipe import decoder_model_version
-
-            version = decoder_model_version(case)
         return run(pte, case.path("tokenizer_model"),
                    prompt if prompt is not None else case.eval_prompt, target,
                    max_new_tokens or case.max_new_tokens, device=self._device(target),
                    tokenizer_bin=case.path("tokenizer_bin"), pte_digest=digest, logits=logits,
-                   decoder_model_version=version)
+                   decoder_model_version=decoder_model_version(case))
 
     def run_method(self, target: Target, pte: Path, inputs: Sequence[torch.Tensor],
                    digest: str | None = None) -> list[torch.Tensor]:

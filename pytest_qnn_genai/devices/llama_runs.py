@@ -186,7 +186,8 @@ def generate(ws: DeviceWorkspace, runner: Path, pte: Path, pte_digest: str, toke
     remote_tok = ws.push_artifact(tokenizer_bin, file_sha256(Path(tokenizer_bin)))
     # the runner stops at its tokenizer's EOS (+ <|eot_id|> as llama3), not at the program's
     # get_eos_id (runner.cpp Runner::load; static_llama writes 2 into every program)
-    eos_pieces = tuple(tokenizer.piece(e) for e in sorted(stop_ids(tokenizer)))
+    eos_pieces = tuple(tokenizer.piece(e)
+                       for e in sorted(stop_ids(tokenizer, decoder_model_version)))
 
     def run(mode: int, name: str) -> tuple[Generation, RunnerFiles]:
         files = ws.run_llama_runner(runner, remote_pte, remote_tok, None, seq_len, timeout_s,

@@ -42,7 +42,8 @@ def run(pte: Path, tokenizer_model: Path, prompt: str, target: Target,
     :class:`~pytest_qnn_genai.devices.session.DeviceSession`) and the llama2.c ``tokenizer_bin``
     the C++ runner reads; ``pte_digest`` names the pushed copy; ``logits`` asks for a second,
     kv-mode run that dumps them (the only way the runner gives logits);
-    ``decoder_model_version`` is the runner's ``--decoder_model_version``.
+    ``decoder_model_version`` is the runner's ``--decoder_model_version`` (on either target: the
+    EOS pieces generation stops at; None is the runner's default, llama2).
     """
     if not target.is_emulator:
         return run_on_device(pte, tokenizer_model, prompt, target, max_new_tokens, device,
@@ -56,7 +57,8 @@ def run(pte: Path, tokenizer_model: Path, prompt: str, target: Target,
         raise RunStageError(f"tokenizer {Path(tokenizer_model).name} has {tokenizer.vocab_size} "
                             f"pieces but {Path(pte).name} has vocabulary {runner.vocab_size}")
     prompt_ids = encode(tokenizer, prompt)  # BOS and EOS from the tokenizer, as the C++ runner
-    result = runner.generate(prompt_ids, max_new_tokens, eos_ids=stop_ids(tokenizer))
+    result = runner.generate(prompt_ids, max_new_tokens,
+                             eos_ids=stop_ids(tokenizer, decoder_model_version))
     body = prompt_ids[1:] if prompt_ids and prompt_ids[0] == tokenizer.bos_id else prompt_ids
     result.text = decode_continuation(tokenizer, body, result.tokens)
     result.device = target.device

@@ -68,7 +68,10 @@ class SentencePieceTokenizer:
 
     def id_of(self, piece: str) -> int:
         """The id of ``piece`` (the inverse of :meth:`piece`)."""
-        return self.sp.piece_to_id(piece)
+        token = self.sp.piece_to_id(piece)
+        if token == self.sp.unk_id() and piece != self.sp.id_to_piece(token):
+            raise TokenizerError(f"{piece!r} is not a piece of this tokenizer")
+        return token
 
 
 @dataclass(frozen=True)
@@ -138,14 +141,29 @@ def load_tokenizer(path: Path) -> CaseTokenizer:
                              f"tiktoken ranks: {str(e).splitlines()[0] if str(e) else e}") from None
 
 
-def stop_ids(tokenizer: CaseTokenizer) -> frozenset[int]:
-    """The ids ``qnn_llama_runner`` stops at (runner.cpp ``Runner::load``): the tokenizer's EOS,
-    plus ``<|eot_id|>`` for the Llama 3 family (``--decoder_model_version llama3``). Upstream's
-    static_llama writes bos 1 / eos 2 into every program's metadata whatever the tokenizer says,
-    and the runner reads neither: BOS and EOS come from the tokenizer."""
+# --decoder_model_version -> the piece qnn_llama_runner stops at besides its tokenizer's EOS
+# (runner.cpp ``Runner::load``, ExecuTorch main cff6f4dd); llama2 (the flag's default), granite,
+# qwen2_5: none
+RUNNER_STOP_PIECES = {"llama3": "<|eot_id|>", "phi_4_mini": "<|end|>", "qwen3": "<|im_end|>",
+                      "smollm2_135m": "<|im_end|>", "smollm3": "<|im_end|>",
+                      "gemma": "<end_of_turn>", "gemma2": "<end_of_turn>",
+                      "gemma3": "<end_of_turn>", "gemma4": "<turn|>",
+                      "codegen": "<|endoftext|>", "glm": "<|user|>"}
+
+
+def stop_ids(tokenizer: CaseTokenizer, decoder_model_version: str | None) -> frozenset[int]:
+    """The ids ``qnn_llama_runner --decoder_model_version V`` stops at (runner.cpp
+    ``Runner::load``): its tokenizer's EOS, plus the first id of V's piece in
+    :data:`RUNNER_STOP_PIECES` (``<|eot_id|>`` for llama3); None is the flag's default, llama2.
+    Upstream's static_llama writes bos 1 / eos 2 into every program's metadata whatever the
+    tokenizer says, and the runner reads neither: BOS and EOS come from the tokenizer."""
     ids = {tokenizer.eos_id}
-    if tokenizer.family == "tiktoken":
-        ids.add(tokenizer.id_of("<|eot_id|>"))
+    piece = RUNNER_STOP_PIECES.get(decoder_model_version or "llama2")
+    if piece is not None:  # the runner's encode(piece, 0, 0)[0]: special tokens are parsed
+        try:
+            ids.add(tokenizer.id_of(piece))
+        except TokenizerError:
+            ids.add(tokenizer.encode(piece)[0])
     return frozenset(ids)
 
 

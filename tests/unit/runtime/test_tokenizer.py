@@ -55,8 +55,14 @@ def test_llama3_continuation_decodes_to_the_model_cards_text() -> None:
 
 def test_stop_ids_are_the_runners() -> None:
     # runner.cpp Runner::load: the tokenizer's EOS, + <|eot_id|> for decoder_model_version llama3
-    assert stop_ids(load_tokenizer(STORIES)) == {2}
-    assert stop_ids(load_tokenizer(LLAMA3)) == {769, 777}
+    stories, llama3 = load_tokenizer(STORIES), load_tokenizer(LLAMA3)
+    assert stop_ids(stories, "llama2") == stop_ids(stories, None) == {2}
+    assert stop_ids(llama3, "llama3") == {769, 777}
+    # keyed on the runner's flag, not on the tokenizer: llama2 (the default) adds nothing
+    assert stop_ids(llama3, None) == stop_ids(llama3, "qwen2_5") == {769}
+    # a version's piece the vocabulary lacks as one token: the first id of its encoding
+    assert stop_ids(llama3, "phi_4_mini") == {769, llama3.encode("<|end|>")[0]}
+    assert stop_ids(stories, "llama3") == {2, stories.encode("<|eot_id|>")[0]}
 
 
 def test_sentencepiece_continuation_keeps_the_leading_space() -> None:
