@@ -1,13 +1,15 @@
 """A deliberately perturbed new flow must fail the parity checks with a readable per-layer diff.
 
-The perturbation is one flipped setting of the quantize stage: the calibration graph is calibrated
-on the first calibration prompt only (instead of all of them). Only that graph is quantized (no
-decode/prefill graphs, no compile), through the cache under its own key, so the cost is one
-export + calibrate + convert.
+Each perturbation is one flipped setting of the quantize stage: the calibration graph is
+calibrated on the first calibration prompt only (instead of all of them), or, for the Llama 3.2
+family, without the SeqMSE weight-scale search llama.py runs for it (the gap the parity suite
+found in the staged flow). Only that graph is quantized (no decode/prefill graphs, no compile),
+through the cache under its own key, so the cost is one export + calibrate + convert.
 """
 from __future__ import annotations
 
 from pathlib import Path
+from unittest import mock
 
 import pytest
 
@@ -54,3 +56,57 @@ def test_perturbed_encodings_fail_with_a_per_layer_table(legacy, perturbed_qdq) 
     header = message.splitlines()[1].split()
     assert header[:5] == ["layer", "worst", "tensor", "steps", "n"]
     assert any(line.strip().startswith("layers.") for line in message.splitlines())
+
+
+@pytest.fixture(scope="session")
+def llama3_case():  # -> ModelCase
+    from pytest_qnn_genai.models.registry import available
+
+    return available()["llama3_2_toy"]
+
+
+@pytest.fixture(scope="session")
+def without_seq_mse(qnn_pipeline, qnn_sdk, llama3_case, sm8650_emulator) -> Path:
+    """llama3_2_toy's calibration graph quantized as the staged flow did before 4bb84d7: every
+    calibration prompt, no SeqMSE search."""
+    from pytest_qnn_genai.hybrid import CALIBRATION
+    from pytest_qnn_genai.stages import recipe
+    from pytest_qnn_genai.stages.quantize import _quantize_graph
+
+    def build(out: Path) -> None:
+        import torch
+
+        prepared = qnn_pipeline.prepared(llama3_case)
+        torch.manual_seed(0)
+        batches = prepared.calibration_batches(llama3_case.calibration_prompts)
+        with mock.patch.object(recipe, "seq_mse_candidates", lambda case: 0):
+            gm = _quantize_graph(prepared, CALIBRATION, sm8650_emulator.soc, "htp", batches)
+        exported = torch.export.export(gm, prepared.example_inputs[CALIBRATION], strict=True)
+        torch.export.save(exported, str(out / PERTURBED))
+
+    entry = qnn_pipeline.cache.get_or_build(
+        "parity-perturbed-quantize", {"case": llama3_case.build_fingerprint(), "soc": "SM8650",
+                                      "backend": "htp", "seq_mse_candidates": 0},
+        build, label=f"{llama3_case.name} without SeqMSE")
+    return entry.file(PERTURBED)
+
+
+def test_quantize_without_seq_mse_fails_llama3_parity(qnn_pipeline, qnn_sdk, llama3_case,
+                                                      sm8650_emulator, without_seq_mse) -> None:
+    from pytest_qnn_genai.hybrid import CALIBRATION
+    from pytest_qnn_genai.stages.recipe import seq_mse_candidates
+
+    assert seq_mse_candidates(llama3_case) > 0  # llama.py's LLMModelConfig asks for the search
+    legacy = qnn_pipeline.legacy(llama3_case, sm8650_emulator)
+    legacy_enc = encodings.qdq_encodings(encodings.load_qdq(legacy.decode_qdq))
+    staged = qnn_pipeline.qdq(llama3_case, sm8650_emulator).path(CALIBRATION)
+    with_search = encodings.compare_encodings(
+        legacy_enc, encodings.qdq_encodings(encodings.load_qdq(staged)))
+    without = encodings.compare_encodings(
+        legacy_enc, encodings.qdq_encodings(encodings.load_qdq(without_seq_mse)))
+    print(without.table())
+    assert with_search.ok and not with_search.over  # the staged flow as it is: the same encodings
+    assert not without.ok and not without.only_legacy and not without.only_new
+    assert max(without.over.values()) > encodings.MAX_ENCODING_STEPS
+    # SeqMSE searches the scales of the linear layers' weights: those are what drift
+    assert all(key.startswith("w:") for key in without.over), sorted(without.over)
