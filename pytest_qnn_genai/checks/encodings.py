@@ -20,6 +20,7 @@ from pytest_qnn_genai.checks.parity import Check
 
 MAX_ENCODING_STEPS = 1.0  # each quantised tensor's range endpoints within one quantisation step
 
+
 @dataclass(frozen=True)
 class Encoding:
     """One quantised tensor's encoding (per-channel arrays have one entry per channel)."""

@@ -67,7 +67,6 @@ class LegacyArtifacts:
                    peak_rss_mb=data["peak_rss_mb"])
 
 
-
 def pte_filename(case: ModelCase) -> str:
     """The .pte name ``llama.py`` writes for a case (its ``export_llama`` naming rule)."""
     name = f"{case.model_mode}_llama_qnn.pte"

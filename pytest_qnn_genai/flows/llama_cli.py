@@ -80,7 +80,6 @@ class LegacyTimeout(LegacyFlowError):
         self.pid = pid
 
 
-
 @dataclass(frozen=True)
 class LegacyOption:
     """One option of the installed ``llama.py`` parser."""
@@ -173,7 +172,6 @@ def run_logged(argv: list[str], env: dict[str, str], cwd: Path, log: Path,
     return Finished(proc.returncode, time.monotonic() - start, rss)
 
 
-
 def sdk_env(sdk_root: Path | str | None = None) -> dict[str, str]:
     """This process's environment for a llama.py subprocess: the QNN SDK (``sdk_root`` or the
     active one) on ``QNN_SDK_ROOT`` and ``LD_LIBRARY_PATH``, Hugging Face offline."""
@@ -184,7 +182,6 @@ def sdk_env(sdk_root: Path | str | None = None) -> dict[str, str]:
     env.update(QNN_SDK_ROOT=root, LD_LIBRARY_PATH=os.pathsep.join([lib_dir, *ld]),
                HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", PYTHONUNBUFFERED="1")
     return env
-
 
 
 _PARSERS: dict[str, LegacyParser] = {}

@@ -83,7 +83,6 @@ class ModelCase:
         spec["file_sha256"] = {role: file_sha256(p) for role, p in self.files().items()}
         return spec
 
-
     @property
     def variant_names(self) -> tuple[str, ...]:
         """Every build of this case the A/B gate can compare (``legacy``, ``new``, declared)."""

@@ -20,8 +20,6 @@ SUMMARY_NAME = "summary.md"
 _NUMERIC_MAIN = ("sqnr_db", "cosine")
 
 
-
-
 def _details(values: Mapping[str, Any], skip: tuple[str, ...] = ()) -> str:
     return ", ".join(f"{k}={text.cell(v)}" for k, v in values.items() if k not in skip)
 

@@ -49,8 +49,6 @@ class UnsupportedBackendError(NotImplementedError):
     """The staged flow cannot build a static LLM for this QNN backend (names the reason)."""
 
 
-
-
 def check_backend(backend: str) -> None:
     """Raise :class:`UnsupportedBackendError` unless the staged flow can build for ``backend``."""
     if backend != "htp":

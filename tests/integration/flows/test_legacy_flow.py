@@ -26,6 +26,7 @@ GRAPH_METHODS = ("prefill_forward", "kv_forward")
 
 SM8650_EMULATOR = Target(soc("SM8650"))
 
+
 @pytest.fixture(scope="module")
 def info(legacy: LegacyArtifacts) -> PteInfo:
     return inspect_pte(legacy.pte)

@@ -22,6 +22,7 @@ MIN_COSINE = 0.99
 
 SM8650_EMULATOR = Target(soc("SM8650"))
 
+
 @pytest.fixture(scope="module")
 def runner(legacy: LegacyArtifacts, qnn_sdk) -> HybridRunner:
     return HybridRunner(legacy.pte)
