@@ -8,6 +8,7 @@ through the cache under its own key, so the cost is one export + calibrate + con
 """
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 from unittest import mock
 
@@ -20,26 +21,37 @@ pytestmark = [pytest.mark.parity, pytest.mark.flow("legacy", "new")]
 PERTURBED = "calibration_qdq.pt2"
 
 
-@pytest.fixture(scope="session")
-def perturbed_qdq(qnn_pipeline, qnn_sdk, case, sm8650_emulator) -> Path:
+def _perturbed_calibration_graph(pipeline, case, target, prompts: tuple[str, ...],
+                                 perturbation: dict, label: str,
+                                 patched: contextlib.AbstractContextManager | None = None) -> Path:
+    """``case``'s calibration graph quantized on ``prompts`` (under ``patched``), through the
+    cache keyed by ``perturbation``."""
     from pytest_qnn_genai.hybrid import CALIBRATION
     from pytest_qnn_genai.stages.quantize import _quantize_graph
 
     def build(out: Path) -> None:
         import torch
 
-        prepared = qnn_pipeline.prepared(case)
+        prepared = pipeline.prepared(case)
         torch.manual_seed(0)
-        batches = prepared.calibration_batches(list(case.calibration_prompts[:1]))
-        gm = _quantize_graph(prepared, CALIBRATION, sm8650_emulator.soc, "htp", batches)
+        batches = prepared.calibration_batches(list(prompts))
+        with patched or contextlib.nullcontext():
+            gm = _quantize_graph(prepared, CALIBRATION, target.soc, "htp", batches)
         exported = torch.export.export(gm, prepared.example_inputs[CALIBRATION], strict=True)
         torch.export.save(exported, str(out / PERTURBED))
 
-    entry = qnn_pipeline.cache.get_or_build(
-        "parity-perturbed-quantize", {"case": case.build_fingerprint(), "soc": "SM8650",
-                                      "backend": "htp", "calibration_prompts": 1},
-        build, label=f"{case.name} one calibration prompt")
+    entry = pipeline.cache.get_or_build(
+        "parity-perturbed-quantize", {"case": case.build_fingerprint(), "soc": target.soc.name,
+                                      "backend": "htp", **perturbation},
+        build, label=f"{case.name} {label}")
     return entry.file(PERTURBED)
+
+
+@pytest.fixture(scope="session")
+def perturbed_qdq(qnn_pipeline, qnn_sdk, case, sm8650_emulator) -> Path:
+    return _perturbed_calibration_graph(qnn_pipeline, case, sm8650_emulator,
+                                        case.calibration_prompts[:1], {"calibration_prompts": 1},
+                                        "one calibration prompt")
 
 
 def test_perturbed_encodings_fail_with_a_per_layer_table(legacy, perturbed_qdq) -> None:
@@ -69,26 +81,12 @@ def llama3_case():  # -> ModelCase
 def without_seq_mse(qnn_pipeline, qnn_sdk, llama3_case, sm8650_emulator) -> Path:
     """llama3_2_toy's calibration graph quantized as the staged flow did before 4bb84d7: every
     calibration prompt, no SeqMSE search."""
-    from pytest_qnn_genai.hybrid import CALIBRATION
     from pytest_qnn_genai.stages import recipe
-    from pytest_qnn_genai.stages.quantize import _quantize_graph
 
-    def build(out: Path) -> None:
-        import torch
-
-        prepared = qnn_pipeline.prepared(llama3_case)
-        torch.manual_seed(0)
-        batches = prepared.calibration_batches(llama3_case.calibration_prompts)
-        with mock.patch.object(recipe, "seq_mse_candidates", lambda case: 0):
-            gm = _quantize_graph(prepared, CALIBRATION, sm8650_emulator.soc, "htp", batches)
-        exported = torch.export.export(gm, prepared.example_inputs[CALIBRATION], strict=True)
-        torch.export.save(exported, str(out / PERTURBED))
-
-    entry = qnn_pipeline.cache.get_or_build(
-        "parity-perturbed-quantize", {"case": llama3_case.build_fingerprint(), "soc": "SM8650",
-                                      "backend": "htp", "seq_mse_candidates": 0},
-        build, label=f"{llama3_case.name} without SeqMSE")
-    return entry.file(PERTURBED)
+    return _perturbed_calibration_graph(
+        qnn_pipeline, llama3_case, sm8650_emulator, llama3_case.calibration_prompts,
+        {"seq_mse_candidates": 0}, "without SeqMSE",
+        mock.patch.object(recipe, "seq_mse_candidates", lambda case: 0))
 
 
 def test_quantize_without_seq_mse_fails_llama3_parity(qnn_pipeline, qnn_sdk, llama3_case,
