@@ -46,12 +46,12 @@ test: lint adb
 
 # Every suite with --nightly, the report into reports/<date>/ (trend over earlier nights, changes
 # against the newest earlier night); the pytest-benchmark JSON goes next to it. The emulator A/B
-# gate runs legacy:new and each case's committed variant pair ar8:new.
+# gate runs legacy:new and each case's committed variant pairs ar8:new and kv16:new.
 REPORTS ?= reports
 nightly: install
 	@day=$$(date -u +%F); mkdir -p $(REPORTS)/$$day; \
 	  $(PY) -m pytest suites --soc $(SOC) --nightly --qnn-report $(REPORTS) \
-	    --qnn-ab legacy:new --qnn-ab ar8:new \
+	    --qnn-ab legacy:new --qnn-ab ar8:new --qnn-ab kv16:new \
 	    --benchmark-json $(REPORTS)/$$day/benchmark.json $(PYTEST_ARGS)
 
 clean:

@@ -4,8 +4,10 @@ A model case is everything the pipeline needs to build and judge one LLM. Add a 
 folder with its files and a ``case.json`` next to this module (see ``stories260k/case.json``).
 
 A case may declare build *variants* (``"variants": {"ar8": {"prefill_ar_len": 8}}``): the same
-weights built by the staged flow with other static-graph shapes, for the emulator A/B gate
-(``--qnn-ab ar8:new``). ``new`` names the case as it is and ``legacy`` llama.py's build of it.
+weights built by the staged flow with other static-graph shapes or a 16-bit KV cache IO
+(``{"kv16": {"kv_io_bit_width": 16}}``), for the emulator A/B gate (``--qnn-ab ar8:new``).
+``new`` names the case as it is and ``legacy`` llama.py's build of it. A variant's name is
+``<case>@<variant>`` (:attr:`ModelCase.is_variant`).
 """
 from __future__ import annotations
 
@@ -20,10 +22,14 @@ MODELS_DIR = Path(__file__).parent
 # Settings read when a built program runs, never when it is built (prompts, token counts, the perf
 # workload in ``extra``): they stay out of build cache keys.
 RUNTIME_FIELDS = ("eval_prompt", "max_new_tokens", "extra")
-# Build settings a variant may change (shapes of the static graphs; the weights, tokenizer and
-# quant recipe stay the case's own), and the variant names every case has.
-VARIANT_FIELDS = ("prefill_ar_len", "max_seq_len", "max_context_len")
+# Build settings a variant may change (shapes of the static graphs, the KV cache IO width; the
+# weights, tokenizer and the recipe's weight and activation dtypes stay the case's own), the KV
+# IO widths a static LLM has (upstream's llm_wrappers: 8 or 16), and the variant names every case
+# has.
+VARIANT_FIELDS = ("prefill_ar_len", "max_seq_len", "max_context_len", "kv_io_bit_width")
+KV_IO_BIT_WIDTHS = (8, 16)
 FLOW_VARIANTS = ("legacy", "new")
+VARIANT_SEPARATOR = "@"
 
 
 class ModelCaseError(ValueError):
@@ -95,10 +101,17 @@ class ModelCase:
         if name not in self.variants:
             raise ModelCaseError(f"model case {self.name} has no build variant {name!r}; its "
                                  f"variants: {', '.join(self.variant_names)}")
-        return replace(self, name=f"{self.name}@{name}", variants={}, **self.variants[name])
+        return replace(self, name=f"{self.name}{VARIANT_SEPARATOR}{name}", variants={},
+                       **self.variants[name])
+
+    @property
+    def is_variant(self) -> bool:
+        """Whether this is a declared variant of a case (:meth:`variant`), not a case itself."""
+        return VARIANT_SEPARATOR in self.name
 
     def check_variants(self) -> None:
-        """Each declared variant changes only :data:`VARIANT_FIELDS`, to positive integers."""
+        """Each declared variant changes only :data:`VARIANT_FIELDS`, to positive integers (a KV
+        IO width to one of :data:`KV_IO_BIT_WIDTHS`)."""
         if not isinstance(self.variants, dict):
             raise ModelCaseError(f"model case {self.name}: variants must be an object of "
                                  f"name: {{field: value}}, got {type(self.variants).__name__}")
@@ -115,6 +128,10 @@ class ModelCase:
             if wrong:
                 raise ModelCaseError(f"model case {self.name}: variant {name!r}: {wrong} must be "
                                      "positive integers")
+            if overrides.get("kv_io_bit_width", KV_IO_BIT_WIDTHS[0]) not in KV_IO_BIT_WIDTHS:
+                raise ModelCaseError(f"model case {self.name}: variant {name!r}: kv_io_bit_width "
+                                     f"must be one of {', '.join(map(str, KV_IO_BIT_WIDTHS))}, "
+                                     f"got {overrides['kv_io_bit_width']}")
 
 
 def load_case(folder: Path) -> ModelCase:

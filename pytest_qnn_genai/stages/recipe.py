@@ -5,7 +5,12 @@ The legacy flow picks the recipe by ``--decoder_model``
 (``SUPPORTED_LLM_MODELS[name].quant_recipe``, e.g. ``LlamaStories260KQuantRecipe`` for stories260k:
 16a4w per-channel convs, 16a8w ``output.conv``, 8-bit KV IO through ``annotate_kv_8bit``).
 A case's ``quant_recipe`` label ("16a4w") and ``kv_io_bit_width`` must agree with that recipe, so a
-case file cannot silently describe a quantization the pipeline does not apply.
+case file cannot silently describe a quantization the pipeline does not apply. The one departure
+is a case's declared variant with ``kv_io_bit_width`` 16: llama.py's recipes make the KV cache IO
+8-bit by appending ``annotate_kv_8bit`` to their custom annotations (``get_kv_io_bit_width`` reads
+exactly that), so the variant's recipe is the case's without it, and its KV IO takes the recipe's
+16-bit activation dtype (upstream ``llm_wrappers`` tags 16-bit KV IO as ``uint16``). A recipe
+whose activations are 8-bit (8a8w) has no 16-bit KV IO: one line.
 """
 from __future__ import annotations
 
@@ -56,8 +61,14 @@ def dtype_label(recipe: Any) -> str:
 
 
 def make_recipe(case: ModelCase, verbose: bool = False) -> Any:
-    """A fresh recipe instance for ``case`` (one per graph, as the legacy flow does), checked."""
+    """A fresh recipe instance for ``case`` (one per graph, as the legacy flow does), checked;
+    a variant asking for 16-bit KV IO gets it (see the module docstring)."""
     recipe = recipe_class(case)(verbose)
+    if case.is_variant and case.kv_io_bit_width == 16:
+        from executorch.backends.qualcomm.quantizer.custom_annotation import annotate_kv_8bit
+
+        annotations = recipe.recipe.custom_quant_annotations
+        annotations[:] = [f for f in annotations if f is not annotate_kv_8bit]
     label = dtype_label(recipe)
     if label != case.quant_recipe:
         raise RecipeError(f"{case.name}: case.json says quant_recipe {case.quant_recipe!r} but "

@@ -20,10 +20,12 @@ def _case_with(tmp_path: Path, variants: object) -> Path:
     return folder
 
 
-def test_every_default_case_commits_the_ar8_pair() -> None:
+def test_every_default_case_commits_the_ar8_and_kv16_pairs() -> None:
     for case in available().values():
-        assert case.variant_names == ("legacy", "new", "ar8")
+        assert case.variant_names == ("legacy", "new", "ar8", "kv16")
         assert case.variant("ar8").prefill_ar_len == 8 < case.prefill_ar_len
+        assert case.variant("kv16").kv_io_bit_width == 16 != case.kv_io_bit_width
+        assert case.variant("kv16").is_variant and not case.is_variant
         assert case.variant("new") is case
 
 
@@ -35,6 +37,7 @@ def test_every_default_case_commits_the_ar8_pair() -> None:
     ({"arx": {"prefill_ar_len": "8"}}, "positive integers"),
     ({"ary": 8}, "must be a new name"),
     (["ar8"], "variants must be an object"),
+    ({"kv4": {"kv_io_bit_width": 4}}, "kv_io_bit_width must be one of 8, 16, got 4"),
 ])
 def test_a_bad_variant_is_one_line(tmp_path: Path, variants: dict, needle: str) -> None:
     with pytest.raises(ModelCaseError, match=needle) as info:
@@ -43,5 +46,5 @@ def test_a_bad_variant_is_one_line(tmp_path: Path, variants: dict, needle: str) 
 
 
 def test_an_undeclared_variant_names_the_declared_ones() -> None:
-    with pytest.raises(ModelCaseError, match="variants: legacy, new, ar8"):
+    with pytest.raises(ModelCaseError, match="variants: legacy, new, ar8, kv16"):
         available()["stories260k"].variant("ar9")
