@@ -146,6 +146,9 @@ def load_case(folder: Path) -> ModelCase:
         case = ModelCase(folder=folder, **spec)
     except TypeError as e:
         raise ModelCaseError(f"{spec_file}: {e}") from None
+    if VARIANT_SEPARATOR in case.name:  # the separator names a case's variants
+        raise ModelCaseError(f"{spec_file}: name {case.name!r} must not contain "
+                             f"{VARIANT_SEPARATOR!r}")
     for role, p in case.files().items():
         if not p.is_file():
             raise ModelCaseError(f"{spec_file}: {role} file {p.name} is missing")

@@ -48,3 +48,11 @@ def test_a_bad_variant_is_one_line(tmp_path: Path, variants: dict, needle: str) 
 def test_an_undeclared_variant_names_the_declared_ones() -> None:
     with pytest.raises(ModelCaseError, match="variants: legacy, new, ar8, kv16"):
         available()["stories260k"].variant("ar9")
+
+
+def test_a_case_name_with_the_variant_separator_is_one_line(tmp_path: Path) -> None:
+    folder = _case_with(tmp_path, {})
+    spec = json.loads((folder / "case.json").read_text())
+    (folder / "case.json").write_text(json.dumps({**spec, "name": "stories@ar8"}))
+    with pytest.raises(ModelCaseError, match="name 'stories@ar8' must not contain '@'"):
+        load_case(folder)
