@@ -347,4 +347,4 @@ def test_qnn_ab_runs_a_declared_variant_pair(pytester: pytest.Pytester, qnn_sett
     bad = _perf_suite(pytester, qnn_settings.cache_dir, "--qnn-ab", "ar8:ar9")
     assert bad.ret == pytest.ExitCode.USAGE_ERROR
     assert [x for x in bad.errlines if x.strip()] == [
-        "ERROR: --qnn-ab: no selected model case has a variant 'ar9'; variants: legacy, new, ar8"]
+        "ERROR: --qnn-ab: no selected model case has a variant 'ar9'; variants: legacy, new, ar8, kv16"]
