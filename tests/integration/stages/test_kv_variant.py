@@ -2,7 +2,7 @@
 {"kv_io_bit_width": 16}``) is the staged flow's build of the same weights with 16-bit KV cache IO.
 The program says so (KV inputs and outputs uint16, ``get_kv_io_bit_width`` 16, still one
 QnnBackend delegate per graph method), everything else it carries is the case's own build's, and
-it generates on the emulator."""
+on the emulator it keeps at least as much of the fp32 model as the case's 8-bit-KV build."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -63,4 +63,8 @@ def test_the_variant_generates_on_the_emulator(qnn_pipeline, case, sm8650_emulat
     print(figures)
     assert len(runs[VARIANT].tokens) == case.max_new_tokens
     assert runs[VARIANT].prompt_tokens == runs["new"].prompt_tokens
-    assert figures[VARIANT]["sqnr_db"] > 0 and figures[VARIANT]["greedy_agreement"] > 0.5
+    # held against fp32: 16-bit KV keeps at least what the 8-bit build keeps (measured 19.51 vs
+    # 19.42 dB, greedy agreement 0.979 both); a mis-scaled KV cache would lose tens of dB
+    new, kv = figures["new"], figures[VARIANT]
+    assert kv["sqnr_db"] >= new["sqnr_db"] - 0.5, figures
+    assert kv["greedy_agreement"] >= new["greedy_agreement"] - 0.05, figures
