@@ -30,11 +30,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from pytest_qnn_genai.perf.benchmark import Workload, fit_workload
 from pytest_qnn_genai.perf.gate import PairedRound
 from pytest_qnn_genai.runtime.result import PerfStats
 
 if TYPE_CHECKING:
-    from pytest_qnn_genai.perf.benchmark import Workload
     from pytest_qnn_genai.runtime.host_runner import Generation, HybridRunner
 
 
@@ -70,8 +70,7 @@ class Lockstep:
                  tokenizer_model: Path | str, workload: Workload,
                  runner_class: type[HybridRunner] | None = None,
                  b_runner_class: type[HybridRunner] | None = None) -> None:
-        from pytest_qnn_genai.perf.benchmark import fit_workload
-        from pytest_qnn_genai.runtime.host_runner import HybridRunner
+        from pytest_qnn_genai.runtime.host_runner import HybridRunner  # loads executorch.runtime
 
         self.a, self.b = a, b
         self._runners = ((runner_class or HybridRunner)(a_pte),
