@@ -49,3 +49,17 @@ def test_the_runner_gets_llama_py_s_decoder_model_version(name: str, version: st
     assert f"--decoder_model_version {version}" in command
     assert "--decoder_model_version" not in DeviceWorkspace(object(), "s").runner_command(
         "m.pte", "tok", None, 64, tokenized_prompt="ids.raw")
+
+
+@pytest.mark.parametrize("version", sorted(VERSIONS))
+def test_the_plugins_stop_ids_are_the_standins(version: str) -> None:
+    """The EOS ids the plugin expects a run to stop at (``runtime.tokenizer.stop_ids``) against the
+    stand-in's, written from runner.cpp ``Runner::load`` on its own (the tokenizer's EOS plus
+    ``encode(piece, 0, 0)[0]`` of the version's pieces), for every version the runner accepts,
+    read from the llama3 case's tiktoken file the runner reads."""
+    from pytest_qnn_genai.runtime.tokenizer import load_tokenizer, stop_ids
+
+    path = CASES["llama3_2_toy"].path("tokenizer_model")
+    vocab = load_runner_tokenizer(path)
+    standin = {vocab.eos} | {vocab.encode(piece)[1] for piece in VERSIONS[version][2]}
+    assert stop_ids(load_tokenizer(path), version) == standin
