@@ -9,6 +9,7 @@ shape. Nothing here depends on pytest.
 """
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -16,12 +17,13 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from pytest_qnn_genai.cache import ArtifactCache, CacheEntry, code_digest
-from pytest_qnn_genai.flows.base import FLOW_NAMES, FlowArtifacts
-from pytest_qnn_genai.hybrid import CALIBRATION, QDQ, TEXT_DECODER
+from pytest_qnn_genai.flows import registry as flows
+from pytest_qnn_genai.flows.base import BuildRequest, Flow, FlowArtifacts
+from pytest_qnn_genai.hybrid import CALIBRATION
 from pytest_qnn_genai.models.registry import ModelCase
 from pytest_qnn_genai.runtime.result import RunResult
 from pytest_qnn_genai.stages.reference import Reference
-from pytest_qnn_genai.targets import Target
+from pytest_qnn_genai.targets import EMULATOR, Target
 
 if TYPE_CHECKING:
     import torch
@@ -32,14 +34,11 @@ if TYPE_CHECKING:
     from pytest_qnn_genai.stages.prepare import PreparedModel
     from pytest_qnn_genai.stages.quantize import QdqArtifacts
 
-# What builds each entry: the package modules whose code (and transitive package imports) goes
-# into its key, so an edit to the harness rebuilds what it shapes and nothing else.
+# What builds each entry that is not a flow's: the package modules whose code (and transitive
+# package imports) goes into its key, so an edit to the harness rebuilds what it shapes and nothing
+# else. A flow's entries are keyed by its own module and its ``Flow.code``.
 CODE = {
     "quantize": ("pytest_qnn_genai.stages.quantize",),
-    "compile": ("pytest_qnn_genai.stages.compile",),
-    # the bootstrap installs the torchtune stand-in in llama.py's process (a string, not an import)
-    "legacy-build": ("pytest_qnn_genai.flows.legacy", "pytest_qnn_genai.compat.torchtune"),
-    "genai-build": ("pytest_qnn_genai.flows.genai",),
     "smoke-lower": ("pytest_qnn_genai.flows.smoke",),
     "fp32-reference": ("pytest_qnn_genai.stages.reference", "pytest_qnn_genai.stages.prepare"),
     "qdq-logits": ("pytest_qnn_genai.stages.reference", "pytest_qnn_genai.stages.prepare"),
@@ -57,10 +56,16 @@ class Pipeline:
         self._prepared: dict[str, PreparedModel] = {}
 
     def build_target(self, target: Target) -> Target:
-        """The target the LLM builds (.pte, legacy) for ``target`` are made for: itself. The one
-        place a harness whose "phone" is not one may say otherwise
-        (``tests/support/loopback_builds.py``: a loopback phone backed by the x86 emulator, which
-        refuses the weight-shared context of a phone LLM build)."""
+        """The target the builds for ``target`` are made for. A phone whose device says it runs
+        x86_64 code (``ro.product.cpu.abi``; there is no x86 Snapdragon, so it is an x86 HTP
+        simulator behind a device transport, e.g. the loopback phone) gets the emulator's
+        builds: llama.py ``--enable_x86_64``, no shared buffer, no weight sharing, the only
+        programs the simulator loads (measured: a phone LLM build fails with "Shared weights
+        buffer isn't supported on this platform")."""
+        if target.is_emulator or self.devices is None or not self.devices.serves(target):
+            return target  # no device to ask (builds only): a phone's builds
+        if self.devices.session(target).runs_simulator:
+            return dataclasses.replace(target, device=EMULATOR)
         return target
 
     def _inputs(self, stage: str, inputs: dict[str, object]) -> dict[str, object]:
@@ -82,13 +87,17 @@ class Pipeline:
             self._prepared[case.name] = prepare(case)
         return self._prepared[case.name]
 
+    @staticmethod
+    def _qdq_key(case: ModelCase, target: Target) -> dict[str, object]:
+        return {"case": case.build_fingerprint(), "soc": target.soc.name,
+                "backend": target.backend}
+
     def qdq_entry(self, case: ModelCase, target: Target) -> CacheEntry:
         """Stage quantize: the QDQ graphs for the target's SoC and backend."""
         from pytest_qnn_genai.stages.quantize import quantize
 
         return self._build(
-            "quantize", {"case": case.build_fingerprint(), "soc": target.soc.name,
-                         "backend": target.backend},
+            "quantize", self._qdq_key(case, target),
             lambda out: quantize(self.prepared(case), target.soc, out, target.backend),
             label=f"{case.name} {target.soc.name}-{target.backend}")
 
@@ -99,16 +108,8 @@ class Pipeline:
         return QdqArtifacts.load(self.qdq_entry(case, target).path)
 
     def pte_entry(self, case: ModelCase, target: Target) -> CacheEntry:
-        """Stage compile: the hybrid .pte for the target."""
-        from pytest_qnn_genai.stages.compile import compile_pte, compile_spec_data
-
-        target = self.build_target(target)
-        qdq_entry = self.qdq_entry(case, target)
-        return self._build(
-            "compile", {"soc": target.soc.name, "backend": target.backend,
-                        "spec": compile_spec_data(target)},
-            lambda out: compile_pte(self.qdq(case, target), target, out),
-            upstream=(qdq_entry.digest,), label=f"{case.name} {target.soc.name}-{target.backend}")
+        """Stage compile: the hybrid .pte for the target (the ``new`` flow's entry)."""
+        return self.flow_entry(flows.get("new"), case, target)
 
     def pte(self, case: ModelCase, target: Target) -> PteArtifacts:
         """The compile stage's artifacts."""
@@ -120,10 +121,9 @@ class Pipeline:
             max_new_tokens: int | None = None, logits: bool = False) -> RunResult:
         """Stage run: greedy generation with the target's .pte (never cached: it is the test).
         ``logits``: a phone also runs kv mode for them (the emulator always has them)."""
-        pte = self.pte(case, target).pte
-        digest = None if target.is_emulator else self.pte_entry(case, target).digest
-        return self.run_pte(case, target, pte, prompt, max_new_tokens, logits=logits,
-                            digest=digest)
+        entry = self.pte_entry(case, target)
+        return self.run_pte(case, target, self.pte(case, target).pte, prompt, max_new_tokens,
+                            logits=logits, digest=entry.digest)
 
     def _device(self, target: Target) -> DeviceSession | None:
         """This worker's session for a phone target (None for the emulator)."""
@@ -139,112 +139,104 @@ class Pipeline:
         """Greedy generation of any hybrid .pte of ``case`` (another flow's build) on ``target``:
         in this process on the emulator, with the runner on a phone (``digest`` names the pushed
         copy; default: the file's sha256)."""
-        from pytest_qnn_genai.runtime.run import run
         from pytest_qnn_genai.stages.recipe import decoder_model_version
 
-        return run(pte, case.path("tokenizer_model"),
-                   prompt if prompt is not None else case.eval_prompt, target,
-                   max_new_tokens or case.max_new_tokens, device=self._device(target),
-                   tokenizer_bin=case.path("tokenizer_bin"), pte_digest=digest, logits=logits,
-                   decoder_model_version=decoder_model_version(case))
+        prompt = prompt if prompt is not None else case.eval_prompt
+        n = max_new_tokens or case.max_new_tokens
+        version = decoder_model_version(case)
+        device = self._device(target)
+        if device is None:
+            from pytest_qnn_genai.runtime.run import run
+
+            return run(pte, case.path("tokenizer_model"), prompt, target, n,
+                       decoder_model_version=version)
+        return device.generate(pte, case.path("tokenizer_model"), case.path("tokenizer_bin"),
+                               prompt, n, target, digest, logits=logits,
+                               decoder_model_version=version)
 
     def run_method(self, target: Target, pte: Path, inputs: Sequence[torch.Tensor],
                    digest: str | None = None) -> list[torch.Tensor]:
         """One inference of a one-method .pte on ``target`` (qnn_executor_runner on a phone)."""
-        from pytest_qnn_genai.runtime.run import run_method
+        import torch
 
-        return run_method(pte, inputs, target, device=self._device(target), pte_digest=digest)
+        device = self._device(target)
+        if device is None:
+            from pytest_qnn_genai.runtime.run import run_method
+
+            return run_method(pte, inputs)
+        arrays = [t.detach().contiguous().numpy() for t in inputs]
+        return [torch.from_numpy(a) for a in device.run_method(pte, arrays, digest)]
 
     def variant_pte(self, case: ModelCase, variant: str, target: Target) -> Path:
         """The .pte of one build variant of ``case`` (:attr:`ModelCase.variant_names`):
         ``legacy`` (llama.py), ``new`` (the staged flow) or a declared variant, staged."""
         if variant == "legacy":
-            return self.legacy(case, target).pte
+            return self.artifacts("legacy", case, target).pte
         return self.pte(case.variant(variant), target).pte
 
-    def legacy_entry(self, case: ModelCase, target: Target) -> CacheEntry:
-        """The legacy flow (executorch's llama.py, compile-only) for the same case and target."""
-        from pytest_qnn_genai.flows.legacy import build_legacy
-
-        target = self.build_target(target)
-        return self._build(
-            "legacy-build", self._legacy_inputs(case, target),
-            lambda out: build_legacy(case, target, out),
-            label=f"{case.name} {target.soc.name}-{target.backend}")
-
-    @staticmethod
-    def _legacy_inputs(case: ModelCase, target: Target) -> dict[str, object]:
-        # --enable_x86_64 changes what llama.py builds (no shared buffer, no weight sharing)
-        return {"case": case.build_fingerprint(), "soc": target.soc.name,
-                "backend": target.backend, "emulator": target.is_emulator}
-
-    def cached_legacy(self, case: ModelCase, target: Target) -> LegacyArtifacts | None:
-        """The legacy build if the cache already holds it (never builds: minutes of llama.py)."""
-        from pytest_qnn_genai.flows.legacy import LegacyArtifacts
-
-        target = self.build_target(target)
-        key = self.cache.key("legacy-build", self._inputs("legacy-build",
-                                                          self._legacy_inputs(case, target)))
-        entry = self.cache.lookup("legacy-build", key)
-        return None if entry is None else LegacyArtifacts.load(entry.path)
-
     def legacy(self, case: ModelCase, target: Target) -> LegacyArtifacts:
-        """The legacy flow's artifacts (.pte, decode_qdq.pt2, log)."""
+        """The legacy flow's own record of its build (.pte, decode_qdq.pt2, log, argv)."""
         from pytest_qnn_genai.flows.legacy import LegacyArtifacts
 
-        return LegacyArtifacts.load(self.legacy_entry(case, target).path)
-
-    def genai_entry(self, case: ModelCase, target: Target) -> CacheEntry:
-        """executorch's genai_pipeline compiling the staged flow's QDQ graphs."""
-        from pytest_qnn_genai.flows.genai import build_genai
-        from pytest_qnn_genai.sdk.versions import dist_version
-
-        qdq_entry = self.qdq_entry(case, target)
-        return self._build(
-            "genai-build", {"case": case.build_fingerprint(), "soc": target.soc.name,
-                            "backend": target.backend, "executorch": dist_version("executorch")},
-            lambda out: build_genai(self.qdq(case, target), case, target, out),
-            upstream=(qdq_entry.digest,), label=f"{case.name} {target.soc.name}-{target.backend}")
+        return LegacyArtifacts.load(self.flow_entry(flows.get("legacy"), case, target).path)
 
     def smoke_block(self, target: Target, quant: str) -> CacheEntry:
         """The smoke flow's attention block, quantized with ``quant`` (or fp16), lowered."""
         from pytest_qnn_genai.flows import smoke
 
+        target = self.build_target(target)
         return self._build(
             "smoke-lower", smoke.spec(target, quant), lambda out: smoke.build(target, quant, out),
             label=f"attention-{quant} {target.id}")
 
     # -- any flow, same shape ---------------------------------------------------------------
-    def artifacts(self, flow: str, case: ModelCase, target: Target) -> FlowArtifacts:
-        """What ``flow`` (``legacy``, ``new``, ``genai``) built for ``case`` and ``target``."""
-        if flow not in FLOW_NAMES:
-            raise KeyError(f"unknown flow {flow!r}; flows: {', '.join(FLOW_NAMES)}")
-        if flow == "legacy":
-            entry = self.legacy_entry(case, target)
-            art = self.legacy(case, target)
-            return FlowArtifacts(flow, {TEXT_DECODER: art.pte, QDQ: art.decode_qdq},
-                                 {"legacy-build": _build_s(entry)},
-                                 {"wall_s": art.wall_s, "peak_rss_mb": art.peak_rss_mb})
-        qdq_entry = self.qdq_entry(case, target)
-        qdq = self.qdq(case, target)
-        if flow == "new":
-            pte_entry = self.pte_entry(case, target)
-            pte = self.pte(case, target)
-            return FlowArtifacts(
-                flow, {TEXT_DECODER: pte.pte, QDQ: qdq.path(CALIBRATION)},
-                {"quantize": _build_s(qdq_entry), "compile": _build_s(pte_entry)},
-                {"graphs": sorted(qdq.data["graphs"]), "metadata": sorted(qdq.metadata),
-                 "compile_spec": pte.compile_spec})
-        if flow == "genai":
-            from pytest_qnn_genai.flows.genai import artifact_names
+    def _flow_inputs(self, flow: Flow, case: ModelCase, target: Target) -> dict[str, object]:
+        modules = (type(flow).__module__, *flow.code)
+        return {**flow.key(case, target),
+                "code": code_digest(modules, package_root=self.package_root)}
 
-            entry = self.genai_entry(case, target)
-            names = artifact_names(entry.path)
-            return FlowArtifacts(flow, {TEXT_DECODER: entry.path / names[0],
-                                        QDQ: qdq.path(CALIBRATION)},
-                                 {"quantize": _build_s(qdq_entry), "genai-build": _build_s(entry)},
-                                 {"artifacts": names})
-        raise AssertionError(f"flow {flow!r} is in FLOW_NAMES but has no branch here")
+    def flow_entry(self, flow: Flow, case: ModelCase, target: Target) -> CacheEntry:
+        """``flow``'s build of ``case`` for ``target`` (its build target), through the cache;
+        a flow that starts from the staged QDQ graphs has their entry as its upstream."""
+        target = self.build_target(target)
+        upstream = (self.qdq_entry(case, target).digest,) if flow.from_qdq else ()
+
+        def build(out: Path) -> None:
+            qdq = self.qdq(case, target) if flow.from_qdq else None
+            flow.build(BuildRequest(case, target, qdq), out)
+
+        return self.cache.get_or_build(flow.stage, self._flow_inputs(flow, case, target), build,
+                                       upstream=list(upstream),
+                                       label=f"{case.name} {target.soc.name}-{target.backend}")
+
+    def cached_entry(self, flow_name: str, case: ModelCase, target: Target) -> CacheEntry | None:
+        """``flow_name``'s entry if the cache already holds it (never builds: e.g. minutes of
+        llama.py)."""
+        flow = flows.get(flow_name)
+        target = self.build_target(target)
+        upstream: list[str] = []
+        if flow.from_qdq:
+            qdq_inputs = self._inputs("quantize", self._qdq_key(case, target))
+            qdq = self.cache.lookup("quantize", self.cache.key("quantize", qdq_inputs))
+            if qdq is None:
+                return None
+            upstream = [qdq.digest]
+        inputs = self._flow_inputs(flow, case, target)
+        return self.cache.lookup(flow.stage, self.cache.key(flow.stage, inputs, upstream))
+
+    def artifacts(self, flow_name: str, case: ModelCase, target: Target) -> FlowArtifacts:
+        """What the flow called ``flow_name`` (``legacy``, ``new``, ``genai``, ...) built for
+        ``case`` and ``target``, with the build seconds of every cache entry behind it."""
+        flow = flows.get(flow_name)
+        entry = self.flow_entry(flow, case, target)
+        build_s = {flow.stage: _build_s(entry)}
+        qdq = None
+        if flow.from_qdq:
+            build_target = self.build_target(target)
+            build_s = {"quantize": _build_s(self.qdq_entry(case, build_target)), **build_s}
+            qdq = self.qdq(case, build_target)
+        out = flow.load(entry.path, qdq)
+        return FlowArtifacts(flow.name, out.files, build_s, out.info)
 
     # -- references -----------------------------------------------------------------------
     def fp32_reference(self, case: ModelCase, prompt_tokens: list[int]) -> Reference:

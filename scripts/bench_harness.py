@@ -51,9 +51,8 @@ def overhead(cache_dir: Path, rounds: int, max_new_tokens: int) -> list[tuple[st
     case, target = available()["stories260k"], Target(soc("SM8650"))
     pipeline = Pipeline(ArtifactCache(cache_dir / "artifacts", stack(sdk)))
     ptes = {"new": pipeline.pte(case, target).pte}  # built if not cached (minutes)
-    legacy = pipeline.cached_legacy(case, target)  # never built here
-    if legacy is not None:
-        ptes["legacy"] = legacy.pte
+    if pipeline.cached_entry("legacy", case, target) is not None:  # never built here
+        ptes["legacy"] = pipeline.artifacts("legacy", case, target).pte
     workload = Workload.for_case(case)
     rows: list[tuple[str, str]] = [("workload", f"{workload.prompt[:40]!r}..., "
                                                f"{max_new_tokens} new tokens, {rounds} rounds")]

@@ -13,13 +13,12 @@ or is provisioned in the cache dir), and ``qnn-libs/`` (placeholder library file
 SoC's names: the emulator needs no phone libraries). Prints ``runner PATH``, ``device-libs
 PATH``, then ``ready`` once the server listens; stops on SIGTERM/SIGINT.
 
-The x86 simulator refuses weight-shared (phone) context binaries, so a pytest run against this
-phone needs ``-p tests.support.loopback_builds`` (phone targets get the emulator's builds).
+The phone reports ``ro.product.cpu.abi=x86_64`` (what it runs is x86 code on QNN's x86 HTP
+simulator), so the plugin gives it the emulator's builds (``Pipeline.build_target``).
 """
 from __future__ import annotations
 
 import argparse
-import os
 import signal
 import sys
 import threading
@@ -47,11 +46,12 @@ def main(argv: list[str] | None = None) -> int:
     args = _parse(argv)
     from pytest_qnn_genai.devices.adb import SOC_BY_BOARD_PLATFORM
     from pytest_qnn_genai.devices.setup import lib_names
-    from pytest_qnn_genai.plugin.options import default_cache_dir
     from pytest_qnn_genai.sdk import SdkError, resolve_sdk
+    from pytest_qnn_genai.settings import default_cache_dir
     from pytest_qnn_genai.targets import UnknownSocError, soc
     from tests.support.adb_server import LoopbackAdbServer
     from tests.support.executor_runner_standin import write_executor_launcher
+    from tests.support.fake_device import loopback_props
     from tests.support.llama_runner_standin import write_launcher
     from tests.support.standin_backends import EMULATOR, EXECUTORCH
 
@@ -60,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     except UnknownSocError as e:
         print(f"loopback_phone: --soc: {e}", file=sys.stderr)
         return 2
-    cache = args.qnn_cache_dir or Path(os.environ.get("QNN_GENAI_CACHE_DIR") or default_cache_dir())
+    cache = args.qnn_cache_dir or default_cache_dir()
     try:
         sdk = resolve_sdk(args.qnn_sdk, cache.expanduser().resolve())
     except SdkError as e:
@@ -78,8 +78,7 @@ def main(argv: list[str] | None = None) -> int:
     for name in lib_names(spec)[0]:
         (libs / name).write_bytes(f"loopback placeholder for {name}\n".encode())
     platform = next((p for p, s in SOC_BY_BOARD_PLATFORM.items() if s == spec.name), "")
-    props = {"ro.soc.model": spec.name, "ro.board.platform": platform,
-             "ro.product.model": f"Loopback {spec.name}"}
+    props = loopback_props(spec.name, platform)
     try:
         server = LoopbackAdbServer(root / "devices", port=args.port)
     except OSError as e:

@@ -9,7 +9,9 @@ bytes and their paths relative to the package folder, so two checkouts of the sa
   needless rebuild costs minutes; a stale artifact built by other code costs a wrong verdict, and
   stripping comments or docstrings would take a tokenizer and its own bugs.
 - Imports are found with :mod:`ast` anywhere in a module: top level, inside functions, under
-  ``if TYPE_CHECKING:`` or ``try:`` (an import that may not run still counts). ``import a.b.c``
+  ``try:`` (an import that may not run still counts), but not under ``if TYPE_CHECKING:``: such
+  an import never runs, and with the package typed throughout it would tie every entry to every
+  type it names (a rebuild for nothing). ``import a.b.c``
   and ``from a.b import c`` also take ``a/__init__.py`` and ``a/b/__init__.py`` (they run on
   import) and ``c`` when it is a submodule. Relative imports are resolved against the importing
   module's package.
@@ -130,7 +132,7 @@ def _imports(name: str, path: Path, package: str) -> Iterator[str]:
     except SyntaxError as e:
         raise CodeDigestError(f"{path}: cannot parse ({e.msg}, line {e.lineno})") from None
     here = name if path.name == "__init__.py" else name.rpartition(".")[0]
-    for node in ast.walk(tree):
+    for node in _runtime_nodes(tree):
         if isinstance(node, ast.Import):
             yield from (a.name for a in node.names if _inside(a.name, package))
         elif isinstance(node, ast.ImportFrom):
@@ -143,6 +145,24 @@ def _imports(name: str, path: Path, package: str) -> Iterator[str]:
             if _inside(base, package):
                 yield base
                 yield from (f"{base}.{a.name}" for a in node.names if a.name != "*")
+
+
+def _type_checking(test: ast.expr) -> bool:
+    """``TYPE_CHECKING`` or ``typing.TYPE_CHECKING``."""
+    return ((isinstance(test, ast.Name) and test.id == "TYPE_CHECKING")
+            or (isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"))
+
+
+def _runtime_nodes(tree: ast.AST) -> Iterator[ast.AST]:
+    """Every node of ``tree`` except the bodies of ``if TYPE_CHECKING:`` (their ``else`` runs)."""
+    todo: list[ast.AST] = [tree]
+    while todo:
+        node = todo.pop()
+        yield node
+        if isinstance(node, ast.If) and _type_checking(node.test):
+            todo.extend(node.orelse)
+            continue
+        todo.extend(ast.iter_child_nodes(node))
 
 
 def _inside(name: str, package: str) -> bool:

@@ -19,10 +19,9 @@ from can be removed under it.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import NoReturn, TextIO
 
@@ -35,6 +34,7 @@ from pytest_qnn_genai.cache.housekeeping import (
     remove,
     sweep,
 )
+from pytest_qnn_genai.settings import default_cache_dir
 
 PROG = "python -m pytest_qnn_genai.cache"
 ARTIFACTS = "artifacts"
@@ -42,15 +42,6 @@ ARTIFACTS = "artifacts"
 
 class CommandError(Exception):
     """A request the cache cannot satisfy (unknown key, locked entry)."""
-
-
-def default_cache_dir(environ: Mapping[str, str] | None = None) -> Path:
-    """The plugin's default cache directory (the artifact root is its ``artifacts/`` folder)."""
-    environ = os.environ if environ is None else environ
-    if environ.get("QNN_GENAI_CACHE_DIR"):
-        return Path(environ["QNN_GENAI_CACHE_DIR"]).expanduser()
-    base = environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "pytest-qnn-genai"
 
 
 def _when(seconds: float | None) -> str:

@@ -1,39 +1,8 @@
-"""Real-device layer: the ``adb`` client wrapper, the device workspace, runner output parsing
-and the per-worker device pool."""
-from __future__ import annotations
+"""The device room: how a phone (or this machine standing in for one) runs the programs.
 
-from pytest_qnn_genai.devices.adb import (
-    AdbCommandError,
-    AdbDevice,
-    AdbError,
-    AdbInfraError,
-    AdbTimeout,
-    DeviceHealthError,
-    DeviceInfo,
-    RetryPolicy,
-    ShellResult,
-)
-from pytest_qnn_genai.devices.pool import DeviceBusyError, assign_device, device_lock, lease_device
-from pytest_qnn_genai.devices.runner_output import LogitsQuant, RunnerFiles, parse_runner_files
-from pytest_qnn_genai.devices.workspace import DeviceWorkspace, RunnerFailedError
-
-__all__ = [
-    "AdbCommandError",
-    "AdbDevice",
-    "AdbError",
-    "AdbInfraError",
-    "AdbTimeout",
-    "DeviceBusyError",
-    "DeviceHealthError",
-    "DeviceInfo",
-    "DeviceWorkspace",
-    "LogitsQuant",
-    "RetryPolicy",
-    "RunnerFailedError",
-    "RunnerFiles",
-    "ShellResult",
-    "assign_device",
-    "device_lock",
-    "lease_device",
-    "parse_runner_files",
-]
+:mod:`.transport` is the seam (:class:`Transport` and its errors); :mod:`.adb` its adb member;
+:mod:`.workspace` the session's folder on a device; :mod:`.llama_runs` and :mod:`.executor_runs`
+upstream's runners' contracts; :mod:`.runner_output` their output formats; :mod:`.pool` one
+phone per xdist worker; :mod:`.setup` the configure-time checks; :mod:`.session` a phone for one
+session. Import the modules themselves: this face re-exports nothing.
+"""

@@ -1,10 +1,13 @@
-"""One Android device reached through the real ``adb`` client, with failure classification.
+"""The adb transport: one Android device reached through the real ``adb`` client.
 
-Every call is ``adb [-H host] [-P port] -s <serial> ...`` under a timeout. A failed call is an
-:class:`AdbInfraError` when the client's own message says the link, the server or the device
-went away (retried with bounded backoff), an :class:`AdbCommandError` otherwise (never
-retried), or an :class:`AdbTimeout`. A shell command prints a start marker first, so a
-command that ran and failed is never mistaken for a transport failure, whatever it printed.
+:class:`AdbDevice` is a :class:`~pytest_qnn_genai.devices.transport.Transport`. Every call is
+``adb [-H host] [-P port] -s <serial> ...`` under a timeout. A failed call is a
+:class:`TransportInfraError` when the client's own message says the link, the server or the
+device went away (retried with bounded backoff), a :class:`TransportCommandError` otherwise
+(never retried), or a :class:`TransportTimeout`. A shell command prints a start marker first, so
+a command that ran and failed is never mistaken for a transport failure, whatever it printed.
+A push by digest lands under a temporary name, is renamed, and only then gets its sidecar
+``.<name>.sha256``: a broken push is never mistaken for a present file.
 """
 from __future__ import annotations
 
@@ -17,6 +20,16 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
+
+from pytest_qnn_genai.devices.transport import (
+    DeviceHealthError,
+    DeviceInfo,
+    ShellResult,
+    TransportCommandError,
+    TransportError,
+    TransportInfraError,
+    TransportTimeout,
+)
 
 T = TypeVar("T")
 
@@ -53,53 +66,6 @@ SOC_BY_BOARD_PLATFORM = {
 }
 
 
-class AdbError(Exception):
-    """An adb call failed; names the device, the command and the client's last words."""
-
-    def __init__(self, message: str, serial: str, command: Sequence[str], output: str = "",
-                 returncode: int | None = None) -> None:
-        self.message = message
-        self.serial = serial
-        self.command = list(command)
-        self.output = output
-        self.returncode = returncode
-        tail = last_lines(output)
-        detail = f"\n  command: {shlex.join(self.command)}"
-        if returncode is not None:
-            detail += f"\n  exit code: {returncode}"
-        if tail:
-            detail += "\n  last output:\n    " + tail.replace("\n", "\n    ")
-        super().__init__(f"device {serial}: {message}{detail}")
-
-    def __reduce__(self) -> tuple[object, ...]:
-        return (type(self), (self.message, self.serial, self.command, self.output, self.returncode))
-
-
-class AdbInfraError(AdbError):
-    """The device, the link or the adb server failed; worth retrying."""
-
-
-class AdbCommandError(AdbError):
-    """The command itself failed (nonzero exit, bad path, wrong output); never retried."""
-
-
-class AdbTimeout(AdbError):
-    """The call did not finish within its timeout; the client was killed."""
-
-
-class DeviceHealthError(AdbError):
-    """The device is reachable but not the one asked for, or not ready."""
-
-
-@dataclass(frozen=True)
-class ShellResult:
-    """What a remote shell command returned (exit code carried by adb's shell v2 protocol)."""
-
-    exit_code: int
-    stdout: str
-    stderr: str
-
-
 @dataclass(frozen=True)
 class RetryPolicy:
     """Bounded exponential backoff for infrastructure errors."""
@@ -111,22 +77,6 @@ class RetryPolicy:
     def delays(self) -> list[float]:
         """Sleep before each retry (``attempts - 1`` values)."""
         return [min(self.max_delay_s, self.base_delay_s * 2**i) for i in range(self.attempts - 1)]
-
-
-@dataclass(frozen=True)
-class DeviceInfo:
-    """What :meth:`AdbDevice.health_check` found."""
-
-    serial: str
-    soc: str
-    soc_model_prop: str
-    board_platform: str
-
-
-def last_lines(text: str, count: int = 8) -> str:
-    """The last ``count`` non-empty lines of ``text``."""
-    lines = [line for line in text.strip().splitlines() if line.strip()]
-    return "\n".join(lines[-count:])
 
 
 def split_adb_host(value: str | None) -> tuple[str | None, int | None]:
@@ -151,14 +101,15 @@ def _text(data: bytes | str | None) -> str:
 
 
 class AdbDevice:
-    """A device addressed by serial through the ``adb`` client binary."""
+    """A device addressed by serial through the ``adb`` client binary: the adb
+    :class:`~pytest_qnn_genai.devices.transport.Transport`."""
 
     def __init__(self, serial: str, adb_path: str = "adb", host: str | None = None,
                  port: int | None = None, command_timeout_s: float = 60.0,
                  transfer_timeout_s: float = 600.0, retry: RetryPolicy = RetryPolicy(),
                  env: Mapping[str, str] | None = None,
                  sleep: Callable[[float], None] = time.sleep) -> None:
-        self.serial = serial
+        self._serial = serial
         self.adb_path = adb_path
         self.host = host
         self.port = port
@@ -168,8 +119,16 @@ class AdbDevice:
         self.env = dict(env) if env is not None else None
         self._sleep = sleep
 
+    @property
+    def serial(self) -> str:
+        return self._serial
+
     def __repr__(self) -> str:
         return f"AdbDevice({self.serial!r}, host={self.host!r}, port={self.port!r})"
+
+    def describe(self) -> str:
+        server = f"{self.host or 'localhost'}:{self.port or 5037}"
+        return f"{self.serial} through the adb server at {server} ({self.adb_path})"
 
     def command(self, args: Sequence[str]) -> list[str]:
         """The full client command line for ``args``."""
@@ -188,22 +147,22 @@ class AdbDevice:
             proc = subprocess.run(cmd, capture_output=True, timeout=timeout, env=env,
                                   stdin=subprocess.DEVNULL, check=False)
         except subprocess.TimeoutExpired as exc:
-            raise AdbTimeout(f"timed out after {timeout:g} s", self.serial, cmd,
-                             _text(exc.stdout) + _text(exc.stderr)) from None
+            raise TransportTimeout(f"timed out after {timeout:g} s", self.serial, cmd,
+                                   _text(exc.stdout) + _text(exc.stderr)) from None
         return subprocess.CompletedProcess(cmd, proc.returncode, _text(proc.stdout),
                                            _text(proc.stderr))
 
-    def _failure(self, proc: subprocess.CompletedProcess[str], what: str) -> AdbError:
+    def _failure(self, proc: subprocess.CompletedProcess[str], what: str) -> TransportError:
         output = proc.stdout + proc.stderr
         if not _PROGRESS_LINE.sub("", output).strip():
             # adb 29 _exit()s without flushing its message when the link dies mid-transfer
-            return AdbInfraError(f"{what} exited {proc.returncode} without an error message "
-                                 "(connection lost)", self.serial, proc.args, output,
-                                 proc.returncode)
-        kind = AdbInfraError if is_infra_failure(output) else AdbCommandError
+            return TransportInfraError(f"{what} exited {proc.returncode} without an error "
+                                       "message (connection lost)", self.serial, proc.args,
+                                       output, proc.returncode)
+        kind = TransportInfraError if is_infra_failure(output) else TransportCommandError
         return kind(f"{what} failed", self.serial, proc.args, output, proc.returncode)
 
-    def run(self, args: Sequence[str], timeout: float | None = None) -> subprocess.CompletedProcess[str]:
+    def adb(self, args: Sequence[str], timeout: float | None = None) -> subprocess.CompletedProcess[str]:
         """Run ``adb ... -s serial <args>`` once; raise a classified error on nonzero exit."""
         proc = self._invoke(args, timeout or self.command_timeout_s)
         if proc.returncode != 0:
@@ -211,26 +170,26 @@ class AdbDevice:
         return proc
 
     def with_retry(self, operation: Callable[[], T]) -> T:
-        """Call ``operation``, retrying :class:`AdbInfraError` with bounded backoff."""
+        """Call ``operation``, retrying :class:`TransportInfraError` with bounded backoff."""
         delays = self.retry.delays()
         for attempt in range(len(delays) + 1):
             try:
                 return operation()
-            except AdbInfraError as exc:
+            except TransportInfraError as exc:
                 if attempt == len(delays):
-                    raise AdbInfraError(
+                    raise TransportInfraError(
                         f"gave up after {attempt + 1} attempts: {str(exc).splitlines()[0]}",
-                        exc.serial, exc.command, exc.output, exc.returncode) from exc
+                        exc.device, exc.command, exc.output, exc.returncode) from exc
                 self._sleep(delays[attempt])
         raise AssertionError("unreachable")
 
     def get_state(self, timeout: float | None = None) -> str:
         """``adb get-state``: ``device``, ``offline``, ``bootloader``, …"""
-        return self.with_retry(lambda: self.run(["get-state"], timeout).stdout.strip())
+        return self.with_retry(lambda: self.adb(["get-state"], timeout).stdout.strip())
 
     def features(self, timeout: float | None = None) -> set[str]:
         """Features the device's adbd advertises (``shell_v2``, ``stat_v2``, ...)."""
-        out = self.with_retry(lambda: self.run(["features"], timeout).stdout)
+        out = self.with_retry(lambda: self.adb(["features"], timeout).stdout)
         return {line.strip() for line in out.splitlines() if line.strip()}
 
     def _shell_once(self, command: str, timeout: float) -> ShellResult:
@@ -238,39 +197,55 @@ class AdbDevice:
         head, sep, rest = proc.stdout.partition(SHELL_START_MARKER + "\n")
         if not sep:  # the remote shell never started: the client or the link failed
             if proc.returncode == 0:
-                raise AdbInfraError("shell output lost (no start marker)", self.serial,
-                                    proc.args, proc.stdout + proc.stderr, proc.returncode)
+                raise TransportInfraError("shell output lost (no start marker)", self.serial,
+                                          proc.args, proc.stdout + proc.stderr, proc.returncode)
             raise self._failure(proc, "adb shell")
         return ShellResult(proc.returncode, head + rest, proc.stderr)
 
-    def shell(self, command: str, timeout: float | None = None, check: bool = False) -> ShellResult:
+    def run(self, command: str, timeout_s: float | None = None,
+            check: bool = False) -> ShellResult:
         """Run ``command`` in the device shell and return its real exit code and output.
 
         Transport failures before the command started are retried; a command that ran is
-        never re-run. With ``check``, a nonzero exit raises :class:`AdbCommandError`.
+        never re-run. With ``check``, a nonzero exit raises :class:`TransportCommandError`.
         """
-        result = self.with_retry(lambda: self._shell_once(command, timeout or self.command_timeout_s))
+        timeout = timeout_s or self.command_timeout_s
+        result = self.with_retry(lambda: self._shell_once(command, timeout))
         if check and result.exit_code != 0:
-            raise AdbCommandError(f"shell command exited {result.exit_code}", self.serial,
-                                  self.command(["shell", command]), result.stdout + result.stderr,
-                                  result.exit_code)
+            raise TransportCommandError(f"shell command exited {result.exit_code}", self.serial,
+                                        self.command(["shell", command]),
+                                        result.stdout + result.stderr, result.exit_code)
         return result
 
     def getprop(self, name: str, timeout: float | None = None) -> str:
         """Value of a system property ('' when unset)."""
-        return self.shell(f"getprop {shlex.quote(name)}", timeout, check=True).stdout.strip()
+        return self.run(f"getprop {shlex.quote(name)}", timeout, check=True).stdout.strip()
 
     def remote_size(self, remote: str, timeout: float | None = None) -> int:
         """Size in bytes of a remote file."""
-        out = self.shell(f"stat -c %s {shlex.quote(remote)}", timeout, check=True).stdout
+        out = self.run(f"stat -c %s {shlex.quote(remote)}", timeout, check=True).stdout
         return int(out.strip())
 
-    def push(self, local: Path | str, remote: str, timeout: float | None = None) -> None:
-        """``adb push``; retried on transport failures."""
+    def copy(self, local: Path | str, remote: str, timeout: float | None = None) -> None:
+        """Plain ``adb push``; retried on transport failures."""
         if not Path(local).is_file():
             raise FileNotFoundError(local)
         args = ["push", str(local), remote]
-        self.with_retry(lambda: self.run(args, timeout or self.transfer_timeout_s))
+        self.with_retry(lambda: self.adb(args, timeout or self.transfer_timeout_s))
+
+    def push(self, local: Path, remote: str, digest: str) -> bool:
+        """Push ``local`` to ``remote`` unless its sidecar ``.<name>.sha256`` holds ``digest``:
+        into ``<remote>.partial``, renamed, then the sidecar written. True if it pushed."""
+        q = shlex.quote
+        folder, _, name = remote.rpartition("/")
+        sidecar = f"{folder}/.{name}.sha256"
+        if self.run(f"cat {q(sidecar)} 2>/dev/null").stdout.strip() == digest:
+            return False
+        self.run(f"mkdir -p {q(folder)} && rm -f {q(sidecar)}", check=True)
+        self.copy(local, remote + ".partial")
+        self.run(f"mv {q(remote + '.partial')} {q(remote)} && printf %s {q(digest)} > "
+                 f"{q(sidecar)}", check=True)
+        return True
 
     def _pull_once(self, remote: str, local: Path, expected_size: int | None, timeout: float) -> None:
         proc = self._invoke(["pull", remote, str(local)], timeout)
@@ -279,24 +254,23 @@ class AdbDevice:
         if expected_size is not None:
             got = local.stat().st_size
             if got != expected_size:
-                raise AdbInfraError(f"truncated pull: got {got} of {expected_size} bytes",
-                                    self.serial, proc.args, proc.stdout + proc.stderr, 0)
+                raise TransportInfraError(f"truncated pull: got {got} of {expected_size} bytes",
+                                          self.serial, proc.args, proc.stdout + proc.stderr, 0)
 
-    def pull(self, remote: str, local: Path | str, timeout: float | None = None,
-             expected_size: int | None = None, verify_size: bool = True) -> Path:
+    def pull(self, remote: str, local: Path, expected_size: int | None = None) -> Path:
         """``adb pull`` with a size check (remote ``stat`` unless ``expected_size`` is given).
 
         A short file is treated as a transport failure and pulled again.
         """
         local = Path(local)
-        if verify_size and expected_size is None:
+        if expected_size is None:
             expected_size = self.remote_size(remote)
         self.with_retry(lambda: self._pull_once(remote, local, expected_size,
-                                                timeout or self.transfer_timeout_s))
+                                                self.transfer_timeout_s))
         return local
 
-    def health_check(self, expected_soc: str | None = None) -> DeviceInfo:
-        """Check the device is online, speaks shell v2 and, if asked, is the expected SoC (SM8650…)."""
+    def health(self, expected_soc: str | None = None) -> DeviceInfo:
+        """Online, shell v2 (remote exit codes) and, if asked, the expected SoC (SM8650…)."""
         state = self.get_state()
         if state != "device":
             raise DeviceHealthError(f"state is {state!r}, expected 'device'", self.serial,
@@ -307,7 +281,8 @@ class AdbDevice:
         soc_model = self.getprop("ro.soc.model")
         platform = self.getprop("ro.board.platform")
         soc = soc_model or SOC_BY_BOARD_PLATFORM.get(platform.lower(), "")
-        info = DeviceInfo(self.serial, soc.upper(), soc_model, platform)
+        info = DeviceInfo(self.serial, soc.upper(), soc_model, platform,
+                          self.getprop("ro.product.cpu.abi"))
         if expected_soc and info.soc != expected_soc.upper():
             seen = f"ro.soc.model={soc_model!r}, ro.board.platform={platform!r}"
             raise DeviceHealthError(

@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pytest_qnn_genai.devices import executor_runs, llama_runs
-from pytest_qnn_genai.devices.adb import AdbDevice, DeviceInfo
 from pytest_qnn_genai.devices.pool import assign_from_env, device_address, device_lock, lock_path
 from pytest_qnn_genai.devices.setup import (
     POOLED_DEVICE,
@@ -25,6 +24,7 @@ from pytest_qnn_genai.devices.setup import (
     find_device_libs,
     libs_root,
 )
+from pytest_qnn_genai.devices.transport import DeviceInfo
 from pytest_qnn_genai.devices.workspace import EXECUTOR_NAME, DeviceWorkspace
 from pytest_qnn_genai.files import file_sha256
 from pytest_qnn_genai.runtime.result import RunResult
@@ -35,10 +35,13 @@ if TYPE_CHECKING:
 
     import numpy as np
 
-    from pytest_qnn_genai.plugin.options import Settings
-    from pytest_qnn_genai.runtime.tokenizer import CaseTokenizer
+    from pytest_qnn_genai.devices.transport import Transport
+    from pytest_qnn_genai.settings import Settings
 
 RUN_TIMEOUT_S = 900.0  # one runner invocation
+# ro.product.cpu.abi of a device that runs x86_64 code: there is no x86 Snapdragon, so its HTP is
+# QNN's x86 simulator (the loopback phone; this machine through a local transport)
+SIMULATOR_ABIS = ("x86_64",)
 
 
 def workspace_id(serial: str) -> str:
@@ -54,7 +57,7 @@ def workspace_id(serial: str) -> str:
 class DeviceSession:
     """One phone for this session: health-checked, libraries and runner pushed once."""
 
-    device: AdbDevice
+    device: Transport
     soc: SocSpec
     runner: Path
     libs: list[Path]
@@ -84,7 +87,7 @@ class DeviceSession:
     def start(self) -> DeviceInfo:
         """Health check (online, shell v2, SoC), workspace, libraries and runner (hash-marked)."""
         if self.info is None:
-            info = self.device.health_check(self.soc.name)
+            info = self.device.health(self.soc.name)
             self.workspace = DeviceWorkspace(self.device, workspace_id(self.serial))
             self.workspace.create()
             self.workspace.push_libs(self.libs)
@@ -92,22 +95,48 @@ class DeviceSession:
             self.info = info
         return self.info
 
-    def generate(self, pte: Path, tokenizer_bin: Path, tokenizer: CaseTokenizer, prompt: str,
-                 prompt_ids: list[int], max_new_tokens: int, target: Target,
-                 pte_digest: str | None = None, logits: bool = False,
-                 decoder_model_version: str | None = None) -> RunResult:
-        """``max_new_tokens`` greedy tokens after ``prompt_ids`` with qnn_llama_runner: the hybrid
-        run, and with ``logits`` a kv-mode run that dumps them (:mod:`.llama_runs`)."""
+    @property
+    def runs_simulator(self) -> bool:
+        """True when the device runs x86_64 code, i.e. QNN's x86 HTP simulator: it loads only
+        the emulator's builds (see ``Pipeline.build_target``)."""
+        return self.start().abi in SIMULATOR_ABIS
+
+    def generate(self, pte: Path, tokenizer_model: Path, tokenizer_bin: Path | None, prompt: str,
+                 max_new_tokens: int, target: Target, pte_digest: str | None = None,
+                 logits: bool = False, decoder_model_version: str | None = None) -> RunResult:
+        """``max_new_tokens`` greedy tokens after ``prompt`` with qnn_llama_runner: the hybrid
+        run, and with ``logits`` a kv-mode run that dumps them (:mod:`.llama_runs`). The prompt
+        is encoded with ``tokenizer_model`` (BOS from the tokenizer, as the runner); the runner
+        reads ``tokenizer_bin`` (llama2.c cases), else ``tokenizer_model``."""
+        try:  # executorch.runtime before sentencepiece: the reverse order can crash after activate()
+            import executorch.runtime  # noqa: F401
+        except ImportError:
+            pass
+        from pytest_qnn_genai.runtime.tokenizer import encode, load_tokenizer
+
+        runner_tokenizer = Path(tokenizer_bin or tokenizer_model)
+        if not runner_tokenizer.is_file():
+            raise DeviceSetupError(f"{target.id}: the runner's tokenizer {runner_tokenizer} does "
+                                   "not exist")
+        tokenizer = load_tokenizer(Path(tokenizer_model))
         self.start()
         self.runs += 1
         result = llama_runs.generate(
-            self.workspace, self.runner, Path(pte), pte_digest or file_sha256(Path(pte)),
-            Path(tokenizer_bin), tokenizer, prompt, prompt_ids, max_new_tokens,
+            self.session_workspace, self.runner, Path(pte),
+            pte_digest or file_sha256(Path(pte)), runner_tokenizer, tokenizer, prompt,
+            encode(tokenizer, prompt), max_new_tokens,
             self.local_dir / f"{self.serial}-run{self.runs}", self.run_timeout_s,
             serial=self.serial, logits=logits, decoder_model_version=decoder_model_version)
         result.extra.update(target=target.id, prompt=prompt, serial=self.serial,
                             soc=self.info.soc if self.info else "")
         return result
+
+    @property
+    def session_workspace(self) -> DeviceWorkspace:
+        """The started session's workspace."""
+        if self.workspace is None:
+            raise DeviceSetupError(f"device {self.serial}: the session has not started")
+        return self.workspace
 
     def run_method(self, pte: Path, inputs: Sequence[np.ndarray], pte_digest: str | None = None,
                    method: str = "forward") -> list[np.ndarray]:
@@ -120,7 +149,7 @@ class DeviceSession:
         self.start()
         self.runs += 1
         return executor_runs.run_method(
-            self.workspace, executor, Path(pte), pte_digest or file_sha256(Path(pte)), inputs,
+            self.session_workspace, executor, Path(pte), pte_digest or file_sha256(Path(pte)), inputs,
             self.local_dir / f"{self.serial}-run{self.runs}", self.run_timeout_s, method)
 
 
@@ -146,6 +175,10 @@ class DeviceSessions:
         if serial is None:
             raise DeviceSetupError("--device: a pooled device target without --device serials")
         return serial
+
+    def serves(self, target: Target) -> bool:
+        """True if ``target``'s device is one of this session's ``--device`` phones."""
+        return target.device == POOLED_DEVICE or target.device in self.settings.devices
 
     def session(self, target: Target) -> DeviceSession:
         """The started session for ``target``'s phone (its lock taken, libraries pushed). The

@@ -16,18 +16,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pytest_qnn_genai.devices.adb import (
-    AdbDevice,
-    AdbError,
-    DeviceHealthError,
-    DeviceInfo,
-    RetryPolicy,
-)
+from pytest_qnn_genai.devices.adb import AdbDevice, RetryPolicy
 from pytest_qnn_genai.devices.pool import device_address, same_phones
+from pytest_qnn_genai.devices.transport import DeviceHealthError, DeviceInfo, TransportError
 from pytest_qnn_genai.targets import SocSpec, Target
 
 if TYPE_CHECKING:
-    from pytest_qnn_genai.plugin.options import Settings
+    from pytest_qnn_genai.settings import Settings
 
 # The device of a test id when several phones serve several xdist workers: every worker must
 # collect the same ids, so the serial is resolved per worker (pool.assign_device) at run time.
@@ -97,13 +92,13 @@ def probe(settings: Settings, serial: str, socs: Sequence[SocSpec],
     device = adb_device(settings, serial, command_timeout_s=timeout_s,
                         retry=RetryPolicy(attempts=1))
     try:
-        info = device.health_check(None)
+        info = device.health(None)
     except DeviceHealthError as e:
         raise DeviceSetupError(f"--device {serial}: {e.message}") from None
-    except AdbError as e:
+    except TransportError as e:
         said = _one_line(e.output) or e.message
-        raise DeviceSetupError(f"--device {serial}: not reachable through adb ({e.message}): "
-                               f"{said}") from None
+        raise DeviceSetupError(f"--device {serial}: not reachable ({device.describe()}: "
+                               f"{e.message}): {said}") from None
     for soc in socs:
         if info.soc != soc.name:
             raise DeviceSetupError(

@@ -1,64 +1,70 @@
-"""A per-session working directory on the device: libraries once, artifacts by digest, runs.
+"""A per-session working directory on a device: libraries once, artifacts by digest, runs.
 
-Layout under ``/data/local/tmp/pytest-qnn-genai/<session id>/``::
+Layout under ``/data/local/tmp/pytest-qnn-genai/<session id>/`` (or the root the transport
+gives)::
 
-    libQnnHtp.so ...           QNN libraries (LD_LIBRARY_PATH=. and ADSP_LIBRARY_PATH=.)
-    .libs.sha256               content hash of the pushed library set
-    qnn_llama_runner           the LLM runner, .runner.sha256 beside it
-    qnn_executor_runner        the one-program runner (pushed on first use), .qnn_executor_runner.sha256
-    artifacts/<digest>/<name>  .pte, tokenizer and prompt-id files, pushed only if absent
+    libQnnHtp.so ...           libraries the runners load (LD_LIBRARY_PATH=. and ADSP_LIBRARY_PATH=.)
+    qnn_llama_runner           the LLM runner
+    qnn_executor_runner        the one-program runner (pushed on first use)
+    artifacts/<digest>/<name>  .pte, tokenizer and prompt-id files
     run/                       outputs of the latest runner invocation
 
-Runners start in the workspace, so relative paths on their command lines are the workspace's. A
-runner that exits nonzero raises :class:`RunnerFailedError` naming the exit code and, for an
-abort (134: every ``ET_CHECK`` failure ends in ``std::abort()``), its ``F ... assert failed``
-line; it is never run again (only adb's own transport failures are retried).
+Every file is pushed by digest (:meth:`Transport.push`): unchanged files stay where they are
+across sessions. Runners start in the workspace, so relative paths on their command lines are
+the workspace's. A runner that exits nonzero raises :class:`RunnerFailedError` naming the exit
+code and the last lines of its log, whatever their level (an Android build logs to logcat and a
+release build logs nothing, so the log may hold only the loader's or the libraries' words); it is
+never run again (only the transport's own failures are retried).
 """
 from __future__ import annotations
 
-import hashlib
 import re
 import shlex
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from pytest_qnn_genai.devices.adb import AdbCommandError, AdbDevice
 from pytest_qnn_genai.devices.runner_output import RunnerFiles
+from pytest_qnn_genai.devices.transport import last_lines
 from pytest_qnn_genai.files import file_sha256
 
+if TYPE_CHECKING:
+    from pytest_qnn_genai.devices.transport import Transport
+
 DEFAULT_ROOT = "/data/local/tmp/pytest-qnn-genai"
-LIBS_MARKER = ".libs.sha256"
-RUNNER_MARKER = ".runner.sha256"
 RUNNER_NAME = "qnn_llama_runner"
 EXECUTOR_NAME = "qnn_executor_runner"
 RUN_DIR = "run"
 RUN_OUTPUTS = ("outputs.txt", "inference_speed.txt", "logits.bin", "run.log")
 ABORT_EXIT = 134  # std::abort() -> SIGABRT, as the device shell reports it
+LOG_TAIL_LINES = 5
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9._-]+$")
 _ENV = " && export LD_LIBRARY_PATH=. && export ADSP_LIBRARY_PATH=."
 
 
-class RunnerFailedError(AdbCommandError):
-    """The runner ran and exited nonzero; ``output`` holds the tail of its run.log."""
+class RunnerFailedError(RuntimeError):
+    """A runner ran and exited nonzero (one line, then its log's last lines)."""
+
+    def __init__(self, summary: str, device: str, exit_code: int, log: str) -> None:
+        self.summary = summary
+        self.device = device
+        self.exit_code = exit_code
+        self.log = log
+        tail = last_lines(log, LOG_TAIL_LINES)
+        super().__init__(f"device {device}: {summary}"
+                         + ("\n  " + tail.replace("\n", "\n  ") if tail else ""))
 
 
 def failure_summary(name: str, exit_code: int, log: str) -> str:
-    """One line: the runner, its exit code and, for an abort, the ``F ... assert failed`` line
-    (else the last ``E`` line) of its log."""
-    lines = [ln.strip() for ln in log.splitlines()]
+    """One line: the runner, its exit code (an abort named) and the log's most telling line:
+    the ``F ... assert failed`` line, else the last ``E`` line, else its last line of any kind
+    (a loader's "cannot open shared object file", a release build's silence: nothing)."""
+    lines = [ln.strip() for ln in log.splitlines() if ln.strip()]
     fatal = [ln for ln in lines if ln.startswith("F ")]
     errors = [ln for ln in lines if ln.startswith("E ")]
     what = " (abort)" if exit_code == ABORT_EXIT else ""
-    said = fatal[-1] if fatal else errors[-1] if errors else ""
-    return f"{name} exited {exit_code}{what}" + (f": {said}" if said else "")
-
-
-def files_digest(paths: Sequence[Path]) -> str:
-    """One hash over a set of files: their names and contents, order-independent."""
-    digest = hashlib.sha256()
-    for path in sorted(paths, key=lambda p: p.name):
-        digest.update(f"{path.name}\0{file_sha256(path)}\n".encode())
-    return digest.hexdigest()
+    said = fatal[-1] if fatal else errors[-1] if errors else lines[-1] if lines else ""
+    return f"{name} exited {exit_code}{what}" + (f": {said}" if said else ": its log is empty")
 
 
 def _check_name(value: str, what: str) -> str:
@@ -68,9 +74,9 @@ def _check_name(value: str, what: str) -> str:
 
 
 class DeviceWorkspace:
-    """The session's directory on one device."""
+    """The session's directory on one device, reached through a :class:`Transport`."""
 
-    def __init__(self, device: AdbDevice, session_id: str, root: str = DEFAULT_ROOT) -> None:
+    def __init__(self, device: Transport, session_id: str, root: str = DEFAULT_ROOT) -> None:
         self.device = device
         self.path = f"{root.rstrip('/')}/{_check_name(session_id, 'session id')}"
 
@@ -87,64 +93,36 @@ class DeviceWorkspace:
 
     def create(self) -> None:
         """Make the workspace directory (idempotent)."""
-        self.device.shell(f"mkdir -p {shlex.quote(self.path)}", check=True)
+        self.device.run(f"mkdir -p {shlex.quote(self.path)}", check=True)
 
     def remove(self) -> None:
         """Delete the workspace and everything in it."""
-        self.device.shell(f"rm -rf {shlex.quote(self.path)}", check=True)
-
-    def _read_marker(self, name: str) -> str:
-        result = self.device.shell(f"cat {shlex.quote(self.remote(name))} 2>/dev/null")
-        return result.stdout.strip() if result.exit_code == 0 else ""
-
-    def _write_marker(self, name: str, value: str) -> None:
-        self.device.shell(f"printf %s {value} > {shlex.quote(self.remote(name))}", check=True)
-
-    def _push_set(self, pairs: Sequence[tuple[Path, str]], marker: str) -> bool:
-        """Push (local, remote name) pairs unless the marker holds their content hash."""
-        locals_ = [local for local, _ in pairs]
-        for local in locals_:
-            if not local.is_file():
-                raise FileNotFoundError(local)
-        digest = files_digest(locals_)
-        if self._read_marker(marker) == digest:
-            return False
-        self.create()
-        for local, name in pairs:
-            self.device.push(local, self.remote(name))
-        self._write_marker(marker, digest)  # only after every file arrived
-        return True
+        self.device.run(f"rm -rf {shlex.quote(self.path)}", check=True)
 
     def push_libs(self, paths: Sequence[Path | str]) -> bool:
-        """Push QNN libraries into the workspace; False when the marker says they are there."""
+        """Push libraries into the workspace (each by digest); False when all were there."""
         files = [Path(p) for p in paths]
         names = [p.name for p in files]
         if len(set(names)) != len(names):
             raise ValueError(f"duplicate library names in {names}")
-        return self._push_set([(p, _check_name(p.name, "library")) for p in files], LIBS_MARKER)
+        pushed = [self.device.push(p, self.remote(_check_name(p.name, "library")),
+                                   file_sha256(p)) for p in files]
+        return any(pushed)
 
     def push_runner(self, runner_path: Path | str, name: str = RUNNER_NAME) -> str:
         """Push a runner binary as ``name`` unless unchanged; its remote path."""
-        marker = RUNNER_MARKER if name == RUNNER_NAME else f".{_check_name(name, 'runner')}.sha256"
-        self._push_set([(Path(runner_path), name)], marker)
-        return self.remote(name)
+        remote = self.remote(_check_name(name, "runner"))
+        self.device.push(Path(runner_path), remote, file_sha256(Path(runner_path)))
+        return remote
 
     def push_artifact(self, path: Path | str, digest: str) -> str:
-        """Push a .pte/tokenizer to ``artifacts/<digest>/`` unless already there; its remote path.
-
-        The file lands under a temporary name and is renamed, so a broken push is never
-        mistaken for a present artifact.
-        """
+        """Push a .pte/tokenizer to ``artifacts/<digest>/`` unless already there; its remote path."""
         path = Path(path)
         if not path.is_file():
             raise FileNotFoundError(path)
-        remote_dir = self.remote("artifacts", _check_name(digest, "digest"))
-        remote = f"{remote_dir}/{_check_name(path.name, 'artifact name')}"
-        if self.device.shell(f"test -f {shlex.quote(remote)}").exit_code == 0:
-            return remote
-        self.device.shell(f"mkdir -p {shlex.quote(remote_dir)}", check=True)
-        self.device.push(path, remote + ".partial")
-        self.device.shell(f"mv {shlex.quote(remote + '.partial')} {shlex.quote(remote)}", check=True)
+        remote = self.remote("artifacts", _check_name(digest, "digest"),
+                             _check_name(path.name, "artifact name"))
+        self.device.push(path, remote, digest)
         return remote
 
     def runner_command(self, pte: str, tokenizer: str, prompt: str | None, seq_len: int,
@@ -179,13 +157,13 @@ class DeviceWorkspace:
 
     def _run(self, name: str, command: str, timeout: float, local_dir: Path) -> RunnerFiles:
         """Run ``command`` once, pull the run outputs; RunnerFailedError on a nonzero exit."""
-        result = self.device.shell(command, timeout=timeout)
+        result = self.device.run(command, timeout)
         files = self.pull_run_outputs(local_dir, result.exit_code)
         if result.exit_code != 0:
             log = files.run_log.read_text(errors="replace") if files.run_log else ""
+            log += result.stdout + result.stderr
             raise RunnerFailedError(failure_summary(name, result.exit_code, log),
-                                    self.device.serial, self.device.command(["shell", command]),
-                                    log + result.stdout + result.stderr, result.exit_code)
+                                    self.device.serial, result.exit_code, log)
         return files
 
     def run_llama_runner(self, runner_path: Path | str, pte: str, tokenizer: str,
@@ -217,18 +195,18 @@ class DeviceWorkspace:
         inference_speed.txt; the caller pulls the outputs it expects (:meth:`pull_output`)."""
         q = shlex.quote
         self.push_runner(runner_path, EXECUTOR_NAME)
-        self.device.shell(f"cd {q(self.path)} && rm -rf {RUN_DIR} && mkdir -p {RUN_DIR}/outputs",
-                          check=True)
+        self.device.run(f"cd {q(self.path)} && rm -rf {RUN_DIR} && mkdir -p {RUN_DIR}/outputs",
+                        check=True)
         lines = []
         for i, line in enumerate(inputs):
             names = [f"{RUN_DIR}/_input_{i}_{j}.raw" for j in range(len(line))]
             for local, name in zip(line, names):
-                self.device.push(local, self.remote(name))
+                self.device.push(local, self.remote(name), file_sha256(local))
             lines.append(" ".join(names))
         listing = Path(local_dir) / "input_list.txt"
         listing.parent.mkdir(parents=True, exist_ok=True)
         listing.write_text("".join(f"{line}\n" for line in lines))
-        self.device.push(listing, self.remote(RUN_DIR, "input_list.txt"))
+        self.device.push(listing, self.remote(RUN_DIR, "input_list.txt"), file_sha256(listing))
         flags = [f"--model_path {q(pte)}", f"--input_list_path {RUN_DIR}/input_list.txt",
                  f"--output_folder_path {RUN_DIR}/outputs",
                  f"--performance_output_path {RUN_DIR}/inference_speed.txt"]
@@ -242,7 +220,7 @@ class DeviceWorkspace:
         """``run/outputs/<name>`` into ``local_dir`` (transfer size-checked); None if the runner
         wrote no such file."""
         remote = self.remote(RUN_DIR, "outputs", _check_name(name, "output"))
-        if self.device.shell(f"test -f {shlex.quote(remote)}").exit_code != 0:
+        if self.device.run(f"test -f {shlex.quote(remote)}").exit_code != 0:
             return None
         return self.device.pull(remote, Path(local_dir) / name)
 
@@ -250,7 +228,7 @@ class DeviceWorkspace:
         """Pull whichever of outputs.txt, inference_speed.txt, logits.bin, run.log exist."""
         local_dir.mkdir(parents=True, exist_ok=True)
         run_dir = self.remote(RUN_DIR)
-        listing = self.device.shell(
+        listing = self.device.run(
             f"cd {shlex.quote(run_dir)} && for f in {' '.join(RUN_OUTPUTS)}; do "
             '[ -f "$f" ] && stat -c "%n %s" "$f"; done; true', check=True).stdout
         sizes = dict(line.rsplit(" ", 1) for line in listing.splitlines() if line.strip())

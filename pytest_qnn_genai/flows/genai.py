@@ -23,7 +23,8 @@ import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pytest_qnn_genai.hybrid import DECODE
+from pytest_qnn_genai.flows.base import BuildRequest, Flow, FlowOutput
+from pytest_qnn_genai.hybrid import CALIBRATION, DECODE, QDQ, TEXT_DECODER
 from pytest_qnn_genai.sdk.versions import dist_version
 
 if TYPE_CHECKING:
@@ -126,3 +127,28 @@ def build_genai(qdq: QdqArtifacts, case: ModelCase, target: Target, out: Path) -
 def artifact_names(folder: Path) -> list[str]:
     """The artifacts :func:`build_genai` wrote into ``folder``, the program first."""
     return (folder / ARTIFACTS_FILE).read_text().split()
+
+
+class GenAIFlow(Flow):
+    """executorch's genai_pipeline compiling the staged flow's QDQ graphs."""
+
+    name = "genai"
+    stage = "genai-build"
+    from_qdq = True
+
+    def key(self, case: ModelCase, target: Target) -> dict[str, object]:
+        return {"case": case.build_fingerprint(), "soc": target.soc.name,
+                "backend": target.backend, "executorch": dist_version("executorch")}
+
+    def build(self, request: BuildRequest, out: Path) -> None:
+        build_genai(request.require_qdq(self.name), request.case, request.target, out)
+
+    def load(self, folder: Path, qdq: QdqArtifacts | None) -> FlowOutput:
+        names = artifact_names(folder)
+        files = {TEXT_DECODER: folder / names[0]}
+        if qdq is not None:
+            files[QDQ] = qdq.path(CALIBRATION)
+        return FlowOutput(files, {"artifacts": names})
+
+
+FLOW = GenAIFlow()

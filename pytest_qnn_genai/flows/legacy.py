@@ -14,8 +14,9 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from pytest_qnn_genai.flows.base import BuildRequest, Flow, FlowOutput
 from pytest_qnn_genai.flows.llama_cli import (
     BUILD_BOOTSTRAP,
     PROBE_TIMEOUT_S,
@@ -28,8 +29,12 @@ from pytest_qnn_genai.flows.llama_cli import (
     sdk_env,
     tail,
 )
+from pytest_qnn_genai.hybrid import QDQ, TEXT_DECODER
 from pytest_qnn_genai.models.registry import ModelCase
 from pytest_qnn_genai.targets import Target
+
+if TYPE_CHECKING:
+    from pytest_qnn_genai.stages.quantize import QdqArtifacts
 
 LLAMA_BACKENDS = ("htp", "gpu")  # llama.py's compile() raises ValueError for any other backend
 EMULATOR_BACKENDS = ("htp",)  # the x86 emulator is the HTP simulator
@@ -214,3 +219,28 @@ def build_legacy(case: ModelCase, target: Target, out_dir: Path, timeout_s: floa
                                 argv=tuple(argv), peak_rss_mb=done.peak_rss_mb)
     artifacts.save(out_dir)
     return artifacts
+
+
+class LegacyFlow(Flow):
+    """executorch's llama.py, compile-only (the flow the gate decides when to delete)."""
+
+    name = "legacy"
+    stage = "legacy-build"
+    # the bootstrap installs the torchtune stand-in in llama.py's process (a string, not an import)
+    code = ("pytest_qnn_genai.compat.torchtune",)
+
+    def key(self, case: ModelCase, target: Target) -> dict[str, object]:
+        # --enable_x86_64 changes what llama.py builds (no shared buffer, no weight sharing)
+        return {"case": case.build_fingerprint(), "soc": target.soc.name,
+                "backend": target.backend, "emulator": target.is_emulator}
+
+    def build(self, request: BuildRequest, out: Path) -> None:
+        build_legacy(request.case, request.target, out)
+
+    def load(self, folder: Path, qdq: QdqArtifacts | None) -> FlowOutput:
+        art = LegacyArtifacts.load(folder)
+        return FlowOutput({TEXT_DECODER: art.pte, QDQ: art.decode_qdq},
+                          {"wall_s": art.wall_s, "peak_rss_mb": art.peak_rss_mb})
+
+
+FLOW = LegacyFlow()

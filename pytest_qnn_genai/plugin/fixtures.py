@@ -13,10 +13,10 @@ import pytest
 from pytest_qnn_genai.cache import ArtifactCache
 from pytest_qnn_genai.models.registry import ModelCase
 from pytest_qnn_genai.pipeline import Pipeline
-from pytest_qnn_genai.plugin.options import Settings
 from pytest_qnn_genai.plugin.session import session_of
 from pytest_qnn_genai.runtime.result import RunResult
 from pytest_qnn_genai.sdk import QnnSdk
+from pytest_qnn_genai.settings import Settings
 from pytest_qnn_genai.targets import Target
 
 if TYPE_CHECKING:

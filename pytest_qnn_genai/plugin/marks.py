@@ -8,7 +8,7 @@ import pytest
 from pytest_qnn_genai.targets import UNSUPPORTED_BACKENDS, Target
 
 if TYPE_CHECKING:
-    from pytest_qnn_genai.plugin.options import Settings
+    from pytest_qnn_genai.settings import Settings
 
 MARKERS: dict[str, str] = {
     "soc(*names)": "run only on these SoCs (e.g. soc('SM8650', 'SM8750'))",

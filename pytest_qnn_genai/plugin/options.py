@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from pytest_qnn_genai import targets
+from pytest_qnn_genai.settings import Settings, default_cache_dir
 from pytest_qnn_genai.targets import SocSpec
 
 Raw = str | bool | Sequence[str] | None
@@ -114,15 +115,8 @@ def _rooted_path(raw: Raw, knob: Knob, ctx: Context) -> Path:
     return (ctx.rootdir / Path(str(raw)).expanduser()).resolve()
 
 
-def default_cache_dir(environ: Mapping[str, str] | None = None) -> Path:
-    """Per-user cache: ``$XDG_CACHE_HOME/pytest-qnn-genai`` or ``~/.cache/pytest-qnn-genai``."""
-    environ = os.environ if environ is None else environ
-    base = environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "pytest-qnn-genai"
-
-
 def _cache_dir(raw: Raw, knob: Knob, ctx: Context) -> Path:
-    return _path(raw, knob, ctx) or default_cache_dir(ctx.environ).resolve()
+    return _path(raw, knob, ctx) or default_cache_dir(ctx.environ, explicit=False).resolve()
 
 
 def number(kind: type, low: float, high: float | None = None, low_open: bool = False) -> Parser:
@@ -263,45 +257,6 @@ def raw_value(k: Knob, getoption: Callable[[str], Raw], getini: Callable[[str], 
         ini = getini(k.key)
         raw = ini if ini not in (None, "", []) else None
     return k.default if raw is None else raw
-
-
-@dataclass(frozen=True)
-class Settings:
-    """The resolved knobs of one pytest session (built only by :func:`resolve`)."""
-
-    socs: tuple[SocSpec, ...]
-    backend: str
-    devices: tuple[str, ...]
-    qnn_sdk: str | None
-    cache_dir: Path
-    cache_max_gb: float | None
-    rebuild: bool
-    models: tuple[str, ...]
-    nightly: bool
-    update_golden: bool
-    golden_dir: Path
-    report_dir: Path | None
-    compare_to: Path | None
-    perf_noise: float
-    perf_min_tokens: int
-    perf_min_seconds: float
-    perf_ratio_floor: float
-    perf_rounds: int
-    ab_pairs: tuple[tuple[str, str], ...]
-    adb_host: str | None
-    adb_path: str
-    runner: str | None
-    qnn_device_libs: str | None
-
-    @property
-    def targets(self) -> list[targets.Target]:
-        """Every SoC × device this session runs on (the emulator when no device is given)."""
-        devices = self.devices or (targets.EMULATOR,)
-        return [targets.Target(s, self.backend, d) for s in self.socs for d in devices]
-
-    @property
-    def device_label(self) -> str:
-        return ",".join(self.devices) if self.devices else targets.EMULATOR
 
 
 assert {f.name for f in fields(Settings)} == {k.field for k in KNOBS}, "a knob without a field"

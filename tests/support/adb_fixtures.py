@@ -15,11 +15,10 @@ import pytest
 
 from pytest_qnn_genai.devices.adb import AdbDevice, RetryPolicy
 from tests.support.adb_server import LoopbackAdbServer
-from tests.support.fake_device import FakeDevice
+from tests.support.fake_device import FakeDevice, loopback_props
 
 TEST_SERIAL = "QNNLOOP0001"
-SM8650_PROPS = {"ro.soc.model": "SM8650", "ro.board.platform": "pineapple",
-                "ro.product.model": "Loopback SM8650"}
+SM8650_PROPS = loopback_props("SM8650")
 FAST_RETRY = RetryPolicy(attempts=4, base_delay_s=0.05, max_delay_s=0.2)
 ADB_ENV_VARS = ("ADB_SERVER_SOCKET", "ANDROID_SERIAL", "ANDROID_ADB_SERVER_PORT",
                 "ANDROID_ADB_SERVER_ADDRESS", "ADB_VENDOR_KEYS", "ADB_TRACE")

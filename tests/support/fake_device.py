@@ -34,6 +34,13 @@ printf '%s\\n' "${line#*=}"
 """
 
 
+def loopback_props(soc: str = "SM8650", platform: str = "pineapple") -> dict[str, str]:
+    """The properties of a loopback phone: the SoC it reports, and the x86_64 ABI of the code it
+    really runs (whatever is pushed runs on this machine, its HTP on QNN's x86 simulator)."""
+    return {"ro.soc.model": soc, "ro.board.platform": platform,
+            "ro.product.model": f"Loopback {soc}", "ro.product.cpu.abi": "x86_64"}
+
+
 @dataclass
 class FaultPlan:
     """Faults a device injects; counters are consumed one per affected request."""

@@ -24,8 +24,8 @@ Measured hazard: the x86 HTP simulator refuses the weight-shared context of a ph
 (prefill and kv graphs sharing weights: "Shared weights buffer isn't supported on this platform",
 context creation error 1000, after which executorch's ``load_method`` segfaults: so
 :class:`EmulatorBackend` refuses such a program up front, a load failure as upstream's runner
-sees one), so a loopback phone runs the emulator's LLM builds
-(:mod:`tests.support.loopback_builds`) and a phone LLM build fails to load on it, as it would on a
+sees one), so a loopback phone runs the emulator's LLM builds (it reports an x86_64 ABI:
+``Pipeline.build_target``) and a phone LLM build fails to load on it, as it would on a
 device that cannot run it; a one-graph phone build (the smoke block) loads and runs.
 """
 from __future__ import annotations

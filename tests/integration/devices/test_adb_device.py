@@ -10,14 +10,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pytest_qnn_genai.devices.adb import (
-    AdbCommandError,
-    AdbDevice,
-    AdbInfraError,
-    DeviceHealthError,
-    split_adb_host,
-)
+from pytest_qnn_genai.devices.adb import AdbDevice, split_adb_host
 from pytest_qnn_genai.devices.runner_output import LogitsQuant, parse_runner_files
+from pytest_qnn_genai.devices.transport import (
+    DeviceHealthError,
+    TransportCommandError,
+    TransportInfraError,
+)
 from pytest_qnn_genai.devices.workspace import DeviceWorkspace
 from tests.support.adb_server import LoopbackAdbServer
 from tests.support.fake_device import SYNC_DATA_MAX, FakeDevice
@@ -40,15 +39,15 @@ def test_getprop_reads_the_device_properties(adb_device: AdbDevice) -> None:
 
 def test_shell_returns_real_exit_code_stdout_and_stderr(adb_device: AdbDevice,
                                                         adb_server: LoopbackAdbServer) -> None:
-    result = adb_device.shell("echo out; echo err >&2; exit 7")
+    result = adb_device.run("echo out; echo err >&2; exit 7")
     assert (result.exit_code, result.stdout, result.stderr) == (7, "out\n", "err\n")
     assert adb_server.count("shell,v2,") == 1  # the v2 protocol, so the exit code is the remote's
 
 
 def test_shell_check_raises_command_error_without_retry(adb_device: AdbDevice,
                                                         adb_server: LoopbackAdbServer) -> None:
-    with pytest.raises(AdbCommandError) as info:
-        adb_device.shell("echo boom >&2; exit 3", check=True)
+    with pytest.raises(TransportCommandError) as info:
+        adb_device.run("echo boom >&2; exit 3", check=True)
     assert info.value.returncode == 3 and "boom" in str(info.value)
     assert adb_device.serial in str(info.value)
     assert adb_server.count("shell,v2,") == 1
@@ -56,7 +55,7 @@ def test_shell_check_raises_command_error_without_retry(adb_device: AdbDevice,
 
 def test_command_that_prints_an_adb_error_is_not_mistaken_for_infra(
         adb_device: AdbDevice, adb_server: LoopbackAdbServer) -> None:
-    result = adb_device.shell("echo 'error: device offline' >&2; echo 'Connection reset' >&2; exit 1")
+    result = adb_device.run("echo 'error: device offline' >&2; echo 'Connection reset' >&2; exit 1")
     assert result.exit_code == 1 and "device offline" in result.stderr
     assert adb_server.count("shell,v2,") == 1
 
@@ -69,7 +68,7 @@ def test_push_then_pull_round_trip_is_byte_identical(adb_device: AdbDevice, fake
     small.write_bytes(b"tok\x00\xff" * 10)
     for local in (big, small):
         remote = f"/data/local/tmp/rt/{local.name}"
-        adb_device.push(local, remote)
+        adb_device.copy(local, remote)
         assert fake_device.local_path(remote).read_bytes() == local.read_bytes()
         back = adb_device.pull(remote, tmp_path / f"back-{local.name}")
         assert back.read_bytes() == local.read_bytes()
@@ -77,8 +76,8 @@ def test_push_then_pull_round_trip_is_byte_identical(adb_device: AdbDevice, fake
 
 
 def test_pull_of_missing_file_is_a_command_error(adb_device: AdbDevice, tmp_path: Path) -> None:
-    with pytest.raises(AdbCommandError) as info:
-        adb_device.pull("/data/local/tmp/absent.bin", tmp_path / "x", verify_size=False)
+    with pytest.raises(TransportCommandError) as info:
+        adb_device.pull("/data/local/tmp/absent.bin", tmp_path / "x", expected_size=0)
     assert "absent.bin" in str(info.value)
 
 
@@ -86,8 +85,8 @@ def test_unknown_serial_is_infra_error_naming_serial_and_command(
         adb_server: LoopbackAdbServer, fake_device: FakeDevice,
         adb_connect: Callable[..., AdbDevice]) -> None:
     ghost = adb_connect("GHOST42")
-    with pytest.raises(AdbInfraError) as info:
-        ghost.shell("true")
+    with pytest.raises(TransportInfraError) as info:
+        ghost.run("true")
     message = str(info.value)
     assert "GHOST42" in message and "shell" in message and "not found" in message
     assert "gave up after 4 attempts" in message
@@ -99,7 +98,7 @@ def test_dead_server_is_infra_error_and_no_server_is_spawned(
     dead = LoopbackAdbServer(tmp_path / "dead")
     port = dead.port
     dead.stop()  # bound then closed: nothing listens on the port now
-    with pytest.raises(AdbInfraError) as info:
+    with pytest.raises(TransportInfraError) as info:
         adb_connect("ANY", port=port).get_state()
     assert "cannot connect to daemon" in str(info.value)
     with pytest.raises(ConnectionRefusedError):
@@ -107,19 +106,19 @@ def test_dead_server_is_infra_error_and_no_server_is_spawned(
 
 
 def test_health_check_accepts_matching_soc(adb_device: AdbDevice) -> None:
-    info = adb_device.health_check("sm8650")
+    info = adb_device.health("sm8650")
     assert (info.serial, info.soc, info.board_platform) == (adb_device.serial, "SM8650", "pineapple")
 
 
 def test_health_check_maps_board_platform_when_soc_model_is_unset(
         adb_server: LoopbackAdbServer, adb_connect: Callable[..., AdbDevice]) -> None:
     adb_server.add_device("OLDPHONE", {"ro.board.platform": "kalama"})
-    assert adb_connect("OLDPHONE").health_check("SM8550").soc == "SM8550"
+    assert adb_connect("OLDPHONE").health("SM8550").soc == "SM8550"
 
 
 def test_health_check_rejects_a_different_soc(adb_device: AdbDevice) -> None:
     with pytest.raises(DeviceHealthError) as info:
-        adb_device.health_check("SM8750")
+        adb_device.health("SM8750")
     message = str(info.value)
     assert adb_device.serial in message and "SM8650" in message and "SM8750" in message
 
@@ -129,14 +128,14 @@ def test_device_without_shell_v2_works_but_fails_the_health_check(
     old = adb_server.add_device("ANDROID6", {"ro.soc.model": "SM8650"})
     old.features = "cmd"  # no shell_v2, no stat_v2: legacy "shell:" and v1 STAT
     device = adb_connect("ANDROID6")
-    assert device.shell("echo legacy; exit 5").exit_code == 0  # why shell_v2 is required
+    assert device.run("echo legacy; exit 5").exit_code == 0  # why shell_v2 is required
     assert adb_server.count("shell:echo") == 1
     note = tmp_path / "n.txt"
     note.write_text("v1 sync")
-    device.push(note, "/data/local/tmp/n.txt")
+    device.copy(note, "/data/local/tmp/n.txt")
     assert device.pull("/data/local/tmp/n.txt", tmp_path / "back.txt").read_text() == "v1 sync"
     with pytest.raises(DeviceHealthError, match="shell_v2"):
-        device.health_check("SM8650")
+        device.health("SM8650")
 
 
 def test_two_devices_on_one_server_are_isolated(
@@ -146,9 +145,9 @@ def test_two_devices_on_one_server_are_isolated(
     a, b = (adb_connect(s) for s in ("PHONE_A", "PHONE_B"))
     note = tmp_path / "note.txt"
     note.write_text("only on A")
-    a.push(note, "/data/local/tmp/note.txt")
-    assert a.shell("cat /data/local/tmp/note.txt").stdout == "only on A"
-    assert b.shell("test -e /data/local/tmp/note.txt").exit_code == 1
+    a.copy(note, "/data/local/tmp/note.txt")
+    assert a.run("cat /data/local/tmp/note.txt").stdout == "only on A"
+    assert b.run("test -e /data/local/tmp/note.txt").exit_code == 1
     assert (a.getprop("ro.soc.model"), b.getprop("ro.soc.model")) == ("SM8650", "SM8750")
 
 
@@ -169,7 +168,7 @@ def qnn_libs(tmp_path: Path) -> list[Path]:
     return libs
 
 
-def test_libs_are_pushed_once_then_skipped_by_marker(adb_device: AdbDevice, fake_device: FakeDevice,
+def test_libs_are_pushed_once_then_skipped_by_digest(adb_device: AdbDevice, fake_device: FakeDevice,
                                                      qnn_libs: list[Path]) -> None:
     workspace = DeviceWorkspace(adb_device, "session-1")
     assert workspace.push_libs(qnn_libs) is True
@@ -181,7 +180,8 @@ def test_libs_are_pushed_once_then_skipped_by_marker(adb_device: AdbDevice, fake
         assert remote.read_bytes() == lib.read_bytes()
     qnn_libs[0].write_bytes(b"a newer SDK")
     assert workspace.push_libs(qnn_libs) is True
-    assert len(fake_device.sends) == 6
+    assert len(fake_device.sends) == 4  # only the changed library
+    assert fake_device.local_path(workspace.remote(qnn_libs[0].name)).read_bytes() == b"a newer SDK"
 
 
 def test_artifact_is_pushed_only_if_absent(adb_device: AdbDevice, fake_device: FakeDevice,

@@ -9,7 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from pytest_qnn_genai.devices.adb import AdbCommandError, AdbDevice, AdbInfraError, AdbTimeout
+from pytest_qnn_genai.devices.adb import AdbDevice
+from pytest_qnn_genai.devices.transport import (
+    TransportInfraError,
+    TransportTimeout,
+)
 from pytest_qnn_genai.devices.workspace import DeviceWorkspace, RunnerFailedError
 from tests.support.adb_server import LoopbackAdbServer
 from tests.support.fake_device import SYNC_DATA_MAX, FakeDevice
@@ -50,7 +54,7 @@ def test_offline_for_two_commands_is_retried_and_recovers(
 def test_offline_shell_is_retried_then_runs_once(adb_device: AdbDevice, fake_device: FakeDevice,
                                                  sleeps: list[float]) -> None:
     fake_device.faults.offline_requests = 2
-    assert adb_device.shell("echo ran").stdout == "ran\n"
+    assert adb_device.run("echo ran").stdout == "ran\n"
     assert len(fake_device.shell_commands) == 1
     assert len(sleeps) == 2
 
@@ -58,7 +62,7 @@ def test_offline_shell_is_retried_then_runs_once(adb_device: AdbDevice, fake_dev
 def test_offline_beyond_the_retry_budget_names_device_command_and_stderr(
         adb_device: AdbDevice, fake_device: FakeDevice, sleeps: list[float]) -> None:
     fake_device.faults.offline_requests = 100
-    with pytest.raises(AdbInfraError) as info:
+    with pytest.raises(TransportInfraError) as info:
         adb_device.getprop("ro.soc.model")
     message = str(info.value)
     assert "gave up after 4 attempts" in message
@@ -70,7 +74,7 @@ def test_offline_beyond_the_retry_budget_names_device_command_and_stderr(
 def test_connection_dropped_mid_push_is_retried_and_recovers(
         adb_device: AdbDevice, fake_device: FakeDevice, payload: Path, sleeps: list[float]) -> None:
     fake_device.faults.drop_pushes = 1
-    adb_device.push(payload, "/data/local/tmp/model.pte")
+    adb_device.copy(payload, "/data/local/tmp/model.pte")
     assert fake_device.sends == ["/data/local/tmp/model.pte"] * 2
     assert fake_device.local_path("/data/local/tmp/model.pte").read_bytes() == payload.read_bytes()
     assert len(sleeps) == 1
@@ -79,7 +83,7 @@ def test_connection_dropped_mid_push_is_retried_and_recovers(
 def test_truncated_pull_is_caught_by_size_check_and_retried(
         adb_device: AdbDevice, fake_device: FakeDevice, payload: Path, tmp_path: Path,
         sleeps: list[float]) -> None:
-    adb_device.push(payload, "/data/local/tmp/model.pte")
+    adb_device.copy(payload, "/data/local/tmp/model.pte")
     fake_device.faults.truncate_pulls = 1  # server sends half the bytes and a clean DONE
     back = adb_device.pull("/data/local/tmp/model.pte", tmp_path / "back.pte")
     assert back.read_bytes() == payload.read_bytes()
@@ -90,7 +94,7 @@ def test_truncated_pull_is_caught_by_size_check_and_retried(
 def test_pull_whose_connection_dies_mid_transfer_is_retried(
         adb_device: AdbDevice, fake_device: FakeDevice, payload: Path, tmp_path: Path,
         sleeps: list[float]) -> None:
-    adb_device.push(payload, "/data/local/tmp/model.pte")
+    adb_device.copy(payload, "/data/local/tmp/model.pte")
     fake_device.faults.close_pulls = 1  # adb 29 exits 1 and prints nothing
     back = adb_device.pull("/data/local/tmp/model.pte", tmp_path / "back.pte")
     assert back.read_bytes() == payload.read_bytes()
@@ -100,9 +104,9 @@ def test_pull_whose_connection_dies_mid_transfer_is_retried(
 def test_truncation_that_never_heals_is_reported(adb_device: AdbDevice, fake_device: FakeDevice,
                                                  payload: Path, tmp_path: Path,
                                                  sleeps: list[float]) -> None:
-    adb_device.push(payload, "/data/local/tmp/model.pte")
+    adb_device.copy(payload, "/data/local/tmp/model.pte")
     fake_device.faults.truncate_pulls = 100
-    with pytest.raises(AdbInfraError) as info:
+    with pytest.raises(TransportInfraError) as info:
         adb_device.pull("/data/local/tmp/model.pte", tmp_path / "back.pte")
     assert "truncated pull" in str(info.value) and fake_device.serial in str(info.value)
     assert len(fake_device.recvs) == 4
@@ -123,7 +127,7 @@ def test_runner_exiting_nonzero_fails_at_once_without_retry(
     fake_device.faults.exit_codes["./qnn_llama_runner"] = 3
     with pytest.raises(RunnerFailedError) as info:
         workspace.run_llama_runner(runner, pte, tok, "Once", 32, timeout=30, local_dir=tmp_path / "o")
-    assert isinstance(info.value, AdbCommandError) and info.value.returncode == 3
+    assert info.value.exit_code == 3
     assert fake_device.serial in str(info.value) and "qnn_llama_runner" in str(info.value)
     assert "fault injected: exit 3" in str(info.value)  # from the pulled run.log
     runs = [c for c in fake_device.shell_commands if "./qnn_llama_runner" in c]
@@ -161,8 +165,8 @@ def test_hanging_command_times_out_naming_device_and_command(
         adb_device: AdbDevice, fake_device: FakeDevice, sleeps: list[float]) -> None:
     fake_device.faults.hang_pattern = "./qnn_llama_runner"
     started = time.monotonic()
-    with pytest.raises(AdbTimeout) as info:
-        adb_device.shell("./qnn_llama_runner --seq_len 128", timeout=1.0)
+    with pytest.raises(TransportTimeout) as info:
+        adb_device.run("./qnn_llama_runner --seq_len 128", 1.0)
     elapsed = time.monotonic() - started
     assert 1.0 <= elapsed < 3.0
     message = str(info.value)

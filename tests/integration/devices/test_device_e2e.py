@@ -2,8 +2,8 @@
 SM8650 sandbox device, and ExecuTorch's runners as the upstream-rule stand-ins of tests/support
 running what is pushed on the x86 HTP emulator (in the device's subprocess). What is under test
 is the transport and the plugin's device flow; the device runs must give what the emulator path
-gives. (The simulator refuses weight-shared phone builds, so the inner pytest runs use
-``-p tests.support.loopback_builds``: phone targets get the emulator's builds.)"""
+gives. (The simulator refuses weight-shared phone builds; the sandbox phone reports an x86_64
+ABI, so the plugin gives it the emulator's builds: ``Pipeline.build_target``.)"""
 from __future__ import annotations
 
 import os
@@ -20,15 +20,13 @@ from pytest_qnn_genai.devices.adb import RetryPolicy
 from pytest_qnn_genai.devices.llama_runs import RunnerContractError, retokenize
 from pytest_qnn_genai.devices.session import DeviceSession
 from pytest_qnn_genai.devices.setup import device_targets
-from pytest_qnn_genai.devices.workspace import LIBS_MARKER
 from pytest_qnn_genai.flows import smoke
 from pytest_qnn_genai.runtime.programs import run_method
-from pytest_qnn_genai.runtime.run import run
 from pytest_qnn_genai.runtime.tokenizer import load_tokenizer
 from pytest_qnn_genai.targets import Target, soc
 from tests.support.adb_server import LoopbackAdbServer
 from tests.support.executor_runner_standin import REPO_ROOT, write_executor_launcher
-from tests.support.fake_device import FakeDevice
+from tests.support.fake_device import FakeDevice, loopback_props
 from tests.support.llama_runner_standin import write_launcher
 from tests.support.standin_backends import EMULATOR, EXECUTORCH
 
@@ -38,7 +36,7 @@ SERIAL = f"QNNE2E{os.getpid()}"  # unique per process: the plugin locks phones b
 RUNNER_CALL = "./qnn_llama_runner "
 EXECUTOR_CALL = "./qnn_executor_runner "
 FAST_RETRY = RetryPolicy(attempts=4, base_delay_s=0.05, max_delay_s=0.2)
-SM8650_PROPS = {"ro.soc.model": "SM8650", "ro.board.platform": "pineapple"}
+SM8650_PROPS = loopback_props("SM8650")
 
 PHONE_TESTS = """
 import numpy as np
@@ -96,8 +94,8 @@ def gate_pte(qnn_pipeline, case, sm8650_emulator):  # -> (path, digest)
 def phone_args(adb_server, adb_client, launcher, device_libs, qnn_settings,
                monkeypatch) -> list[str]:
     """Command line of an inner pytest run on the sandbox phone (the outer run's cache)."""
-    monkeypatch.setenv("PYTHONPATH", str(REPO_ROOT))  # -p tests.support.loopback_builds
-    return ["-p", "no:cacheprovider", "-p", "tests.support.loopback_builds",
+    monkeypatch.setenv("PYTHONPATH", str(REPO_ROOT))  # the stand-ins' modules
+    return ["-p", "no:cacheprovider",
             "--models", "stories260k", "--adb-host", f"127.0.0.1:{adb_server.port}",
             "--adb-path", adb_client, "--runner", str(launcher), "--qnn-device-libs",
             str(device_libs), "--qnn-cache-dir", str(qnn_settings.cache_dir)]
@@ -125,14 +123,14 @@ def test_device_run_matches_the_emulator(qnn_pipeline, case, sm8650_emulator, ga
     session = _session(adb_server, adb_client, launcher, device_libs, tmp_path / "runs")
     assert session.start().soc == "SM8650"
     lib_sends = [s for s in phone.sends if "/lib" in s]
-    assert len(lib_sends) == 5 and phone.local_path(session.workspace.remote(LIBS_MARKER)).is_file()
+    assert len(lib_sends) == 5
+    assert phone.local_path(session.workspace.remote(".libQnnHtp.so.sha256")).is_file()
 
     phone.faults.offline_requests = 2  # the .pte push meets "device offline" twice
     pte, digest = gate_pte
     target = Target(soc("SM8650"), "htp", SERIAL)
-    result = run(pte, case.path("tokenizer_model"), case.eval_prompt, target, case.max_new_tokens,
-                 device=session, tokenizer_bin=case.path("tokenizer_bin"), pte_digest=digest,
-                 logits=True)
+    result = session.generate(pte, case.path("tokenizer_model"), case.path("tokenizer_bin"),
+                              case.eval_prompt, case.max_new_tokens, target, digest, logits=True)
 
     hybrid, kv = _calls(phone)
     assert phone.faults.offline_requests == 0 and "--eval_mode 1" in hybrid and "--eval_mode 0" in kv
@@ -150,8 +148,8 @@ def test_device_run_matches_the_emulator(qnn_pipeline, case, sm8650_emulator, ga
     cos = numerics.rowwise_cosine(emulated.logits, result.logits)  # kv vs hybrid prompt pass
     assert float(cos.min()) >= 0.995, np.round(cos, 4)
 
-    plain = run(pte, case.path("tokenizer_model"), case.eval_prompt, target, n, device=session,
-                tokenizer_bin=case.path("tokenizer_bin"), pte_digest=digest)
+    plain = session.generate(pte, case.path("tokenizer_model"), case.path("tokenizer_bin"),
+                             case.eval_prompt, n, target, digest)
     tokenizer = load_tokenizer(case.path("tokenizer_model"))
     assert len(_calls(phone)) == 3 and plain.logits is None and plain.text == emulated.text
     assert plain.tokens == retokenize(tokenizer, case.eval_prompt, emulated.text)
@@ -205,9 +203,9 @@ def test_a_phone_llm_build_is_asked_for_with_shared_buffer(
     pte = qnn_pipeline.pte(case, phone_target).pte
     session = _session(adb_server, adb_client, launcher, device_libs, tmp_path / "runs")
     with pytest.raises(RunnerContractError) as info:
-        run(pte, case.path("tokenizer_model"), case.eval_prompt, phone_target,
-            case.max_new_tokens, device=session, tokenizer_bin=case.path("tokenizer_bin"),
-            pte_digest=entry.digest, logits=True)
+        session.generate(pte, case.path("tokenizer_model"), case.path("tokenizer_bin"),
+                         case.eval_prompt, case.max_new_tokens, phone_target, entry.digest,
+                         logits=True)
     assert str(info.value).startswith("qnn_llama_runner exited 0 but generated nothing")
     assert "loading the model failed" in str(info.value)
     (call,) = _calls(phone)

@@ -11,13 +11,13 @@ from pathlib import Path
 import pytest
 
 from tests.support.adb_server import LoopbackAdbServer
-from tests.support.fake_device import FakeDevice
+from tests.support.fake_device import FakeDevice, loopback_props
 from tests.support.llama_runner_standin import write_launcher
 
 pytest_plugins = ["tests.support.adb_fixtures"]
 
 SERIAL = f"QNNLAB{os.getpid()}"  # the same serial on both servers: a phone is serial + server
-PROPS = {"ro.soc.model": "SM8650", "ro.board.platform": "pineapple"}
+PROPS = loopback_props("SM8650")
 LAB_TEST = """
 import json, os, pytest
 

@@ -4,7 +4,7 @@ one token too few fails the gate.
 
 The loopback phone is the real adb client's counterpart from tests/support with ExecuTorch's
 runners as the upstream-rule stand-ins, running what is pushed on the x86 HTP emulator; the inner
-runs use ``-p tests.support.loopback_builds`` (the simulator refuses weight-shared phone builds),
+runs get the emulator's builds (the phone reports an x86_64 ABI: ``Pipeline.build_target``),
 ``-m "not perf"`` (phone perf floors are measured on real phones: suites/perf) and leave out
 ``test_parity_snapshots.py`` (it holds builds to being phone builds and snapshots per serial).
 The same run is ``make test``'s loopback line (see the report of issue 11).
@@ -89,8 +89,8 @@ def _pytest(loopback: SimpleNamespace, runner: Path, cache: Path, junit: Path,
     command = [sys.executable, "-m", "pytest", *args, "--soc", "SM8650", "--device", SERIAL,
                "--adb-host", f"127.0.0.1:{loopback.port}", "--runner", str(runner),
                "--qnn-device-libs", str(loopback.libs), "--qnn-cache-dir", str(cache),
-               "-p", "no:cacheprovider", "-p", "tests.support.loopback_builds",
-               "-m", "not perf", "--ignore", "suites/parity/test_parity_snapshots.py",
+               "-p", "no:cacheprovider", "-m", "not perf",
+               "--ignore", "suites/parity/test_parity_snapshots.py",
                "-rfEs", f"--junitxml={junit}"]
     env = {**loopback.env, "PYTHONPATH": str(REPO_ROOT)}
     env = {k: v for k, v in env.items()

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.adb_server import LoopbackAdbServer
-from tests.support.fake_device import FakeDevice
+from tests.support.fake_device import FakeDevice, loopback_props
 from tests.support.llama_runner_standin import write_launcher
 
 pytest_plugins = ["tests.support.adb_fixtures"]
@@ -34,8 +34,7 @@ def _scale(tok_s: float) -> str:
 
 @pytest.fixture
 def phone(adb_server: LoopbackAdbServer) -> FakeDevice:
-    return adb_server.add_device(SERIAL, {"ro.soc.model": "SM8650",
-                                          "ro.board.platform": "pineapple"})
+    return adb_server.add_device(SERIAL, loopback_props("SM8650"))
 
 
 @pytest.fixture

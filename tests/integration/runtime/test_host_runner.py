@@ -192,10 +192,10 @@ def test_run_stage_on_the_emulator(legacy: LegacyArtifacts, case: ModelCase, run
     assert out.device == SM8650_EMULATOR.device and out.extra["target"] == SM8650_EMULATOR.id
 
 
-def test_run_stage_needs_a_device_session_for_a_phone(legacy: LegacyArtifacts,
-                                                       case: ModelCase) -> None:
+def test_run_stage_never_runs_a_phone_target_on_the_host(legacy: LegacyArtifacts,
+                                                          case: ModelCase) -> None:
     from pytest_qnn_genai.runtime.run import RunStageError, run
 
-    with pytest.raises(RunStageError, match="SM8650-htp-SERIAL1: a phone run needs a device session"):
+    with pytest.raises(RunStageError, match="SM8650-htp-SERIAL1: not the emulator target"):
         run(legacy.pte, case.path("tokenizer_model"), "Once", Target(soc("SM8650"),
                                                                      device="SERIAL1"), 4)

@@ -17,7 +17,9 @@ SOURCES = {
         from pkg import helpers                 # a submodule, imported with `from`
         from .rel import thing                  # relative
         if TYPE_CHECKING:
-            from pkg.typed import Alias         # never runs, still counts
+            from pkg.typed import Alias         # never runs: does not count
+        else:
+            from pkg.fallback import Alias      # runs: counts
 
         def build():
             import pkg.lazy.deep                # function-local, dotted
@@ -26,6 +28,7 @@ SOURCES = {
     "util.py": "value = 1\n",
     "rel.py": "thing = 2\n",
     "typed.py": "Alias = int\n",
+    "fallback.py": "Alias = int\n",
     "lazy/__init__.py": "",
     "lazy/deep.py": "from ..util import value\n",
     "unrelated.py": "import pkg.util\n",
@@ -50,8 +53,18 @@ def _digest(root: Path, module: str = "pkg.root", **kwargs: object) -> str:
 
 def test_closure_follows_every_kind_of_import(pkg: Path) -> None:
     assert module_closure("pkg.root", package_root=pkg) == [
-        "pkg", "pkg.helpers", "pkg.lazy", "pkg.lazy.deep", "pkg.rel", "pkg.root", "pkg.typed",
+        "pkg", "pkg.fallback", "pkg.helpers", "pkg.lazy", "pkg.lazy.deep", "pkg.rel", "pkg.root",
         "pkg.util"]
+
+
+def test_a_type_only_import_does_not_tie_the_digest(pkg: Path) -> None:
+    base = _digest(pkg)
+    with open(pkg / "typed.py", "a") as f:
+        f.write("Other = str\n")
+    assert _digest(pkg) == base  # only named for the type checker
+    with open(pkg / "fallback.py", "a") as f:
+        f.write("Other = str\n")
+    assert _digest(pkg) != base
 
 
 def test_digest_changes_with_an_imported_module_only(pkg: Path) -> None:

@@ -15,6 +15,7 @@ import pytest
 import pytest_qnn_genai
 from pytest_qnn_genai.cache import ArtifactCache, code_digest
 from pytest_qnn_genai.cache.code import clear_cache
+from pytest_qnn_genai.flows import registry as flows
 from pytest_qnn_genai.models.registry import available
 from pytest_qnn_genai.pipeline import Pipeline
 from pytest_qnn_genai.targets import Target, soc
@@ -59,6 +60,10 @@ def builds(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     return calls
 
 
+def _legacy(pipeline: Pipeline, case, target: Target) -> None:
+    pipeline.flow_entry(flows.get("legacy"), case, target)
+
+
 def _pipeline(tmp_path: Path, package_root: Path | None = None) -> Pipeline:
     cache = ArtifactCache(tmp_path / "artifacts", VERSIONS, progress=lambda _m: None)
     return Pipeline(cache, package_root=package_root)
@@ -68,38 +73,38 @@ def test_editing_a_stage_rebuilds_its_entry_and_nothing_else(tmp_path: Path, pac
                                                              builds: list[str]) -> None:
     case = available()["stories260k"]
     _pipeline(tmp_path, package_copy).qdq_entry(case, EMULATOR)
-    _pipeline(tmp_path, package_copy).legacy_entry(case, EMULATOR)
+    _legacy(_pipeline(tmp_path, package_copy), case, EMULATOR)
     assert builds == ["quantize", "legacy-emulator"]
 
     with open(package_copy / "report" / "plots.py", "a") as f:  # not imported by either builder
         f.write("\n# an unrelated edit\n")
     clear_cache()
     _pipeline(tmp_path, package_copy).qdq_entry(case, EMULATOR)
-    _pipeline(tmp_path, package_copy).legacy_entry(case, EMULATOR)
+    _legacy(_pipeline(tmp_path, package_copy), case, EMULATOR)
     assert builds == ["quantize", "legacy-emulator"]
 
     with open(package_copy / "stages" / "recipe.py", "a") as f:  # imported by stages.quantize
         f.write("\n# a change to the recipe the quantize stage applies\n")
     clear_cache()
     _pipeline(tmp_path, package_copy).qdq_entry(case, EMULATOR)
-    _pipeline(tmp_path, package_copy).legacy_entry(case, EMULATOR)
+    _legacy(_pipeline(tmp_path, package_copy), case, EMULATOR)
     assert builds == ["quantize", "legacy-emulator", "quantize"]
 
     with open(package_copy / "compat" / "torchtune.py", "a") as f:  # llama.py's stand-in
         f.write("\n# the stand-in llama.py imports in its own process\n")
     clear_cache()
-    _pipeline(tmp_path, package_copy).legacy_entry(case, EMULATOR)
+    _legacy(_pipeline(tmp_path, package_copy), case, EMULATOR)
     assert builds[-1] == "legacy-emulator" and len(builds) == 4
 
 
 def test_run_time_settings_rebuild_nothing(tmp_path: Path, builds: list[str]) -> None:
     case = available()["stories260k"]
     _pipeline(tmp_path).qdq_entry(case, EMULATOR)
-    _pipeline(tmp_path).legacy_entry(case, EMULATOR)
+    _legacy(_pipeline(tmp_path), case, EMULATOR)
     changed = dataclasses.replace(case, eval_prompt="Lily and Ben", max_new_tokens=7,
                                   extra={"perf_prompt": "Once"})
     _pipeline(tmp_path).qdq_entry(changed, EMULATOR)
-    _pipeline(tmp_path).legacy_entry(changed, EMULATOR)
+    _legacy(_pipeline(tmp_path), changed, EMULATOR)
     assert builds == ["quantize", "legacy-emulator"]
     reshaped = dataclasses.replace(case, prefill_ar_len=16)  # this one shapes the graphs
     _pipeline(tmp_path).qdq_entry(reshaped, EMULATOR)
@@ -108,8 +113,8 @@ def test_run_time_settings_rebuild_nothing(tmp_path: Path, builds: list[str]) ->
 
 def test_legacy_build_for_a_phone_is_its_own_entry(tmp_path: Path, builds: list[str]) -> None:
     case = available()["stories260k"]
-    _pipeline(tmp_path).legacy_entry(case, EMULATOR)
-    _pipeline(tmp_path).legacy_entry(case, PHONE)  # without --enable_x86_64
+    _legacy(_pipeline(tmp_path), case, EMULATOR)
+    _legacy(_pipeline(tmp_path), case, PHONE)  # without --enable_x86_64
     assert builds == ["legacy-emulator", "legacy-phone"]
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_qnn_genai.plugin.options import Settings
+from pytest_qnn_genai.settings import Settings
 
 pytestmark = pytest.mark.usefixtures("qnn_env")
 

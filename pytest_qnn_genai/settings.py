@@ -1,0 +1,70 @@
+"""The resolved settings of one session, and where the cache lives by default (no pytest here).
+
+:class:`Settings` is what every knob of the plugin resolves to (the knob table that fills it, with
+its parsers and precedence, is ``plugin/options.py``). It is frozen and typed, and sits below
+every room that reads it, so the device and perf rooms take it (or the values they need) without
+importing the plugin. :func:`default_cache_dir` is the one place the cache's default location is
+read from the environment (the plugin's default, ``python -m pytest_qnn_genai.cache``, and
+``scripts/loopback_phone.py``).
+"""
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from pytest_qnn_genai import targets
+from pytest_qnn_genai.targets import SocSpec
+
+CACHE_DIR_ENV = "QNN_GENAI_CACHE_DIR"
+
+
+def default_cache_dir(environ: Mapping[str, str] | None = None, *, explicit: bool = True) -> Path:
+    """``$QNN_GENAI_CACHE_DIR`` (when ``explicit``), else ``$XDG_CACHE_HOME/pytest-qnn-genai``,
+    else ``~/.cache/pytest-qnn-genai``. The plugin reads the variable through its knob (so the
+    command line beats it) and asks with ``explicit=False`` for the fallback alone."""
+    environ = os.environ if environ is None else environ
+    if explicit and environ.get(CACHE_DIR_ENV):
+        return Path(environ[CACHE_DIR_ENV]).expanduser()
+    base = environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "pytest-qnn-genai"
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The resolved knobs of one pytest session (built by ``plugin.options.resolve``)."""
+
+    socs: tuple[SocSpec, ...]
+    backend: str
+    devices: tuple[str, ...]
+    qnn_sdk: str | None
+    cache_dir: Path
+    cache_max_gb: float | None
+    rebuild: bool
+    models: tuple[str, ...]
+    nightly: bool
+    update_golden: bool
+    golden_dir: Path
+    report_dir: Path | None
+    compare_to: Path | None
+    perf_noise: float
+    perf_min_tokens: int
+    perf_min_seconds: float
+    perf_ratio_floor: float
+    perf_rounds: int
+    ab_pairs: tuple[tuple[str, str], ...]
+    adb_host: str | None
+    adb_path: str
+    runner: str | None
+    qnn_device_libs: str | None
+
+    @property
+    def targets(self) -> list[targets.Target]:
+        """Every SoC × device this session runs on (the emulator when no device is given)."""
+        devices = self.devices or (targets.EMULATOR,)
+        return [targets.Target(s, self.backend, d) for s in self.socs for d in devices]
+
+    @property
+    def device_label(self) -> str:
+        return ",".join(self.devices) if self.devices else targets.EMULATOR
