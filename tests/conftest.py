@@ -2,11 +2,17 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from pytest_qnn_genai.sdk import emulator
 from tests.support import XDIST_ENV
+
+if TYPE_CHECKING:
+    from pytest_qnn_genai.flows.legacy import LegacyArtifacts
+    from pytest_qnn_genai.models.registry import ModelCase
+    from pytest_qnn_genai.targets import Target
 
 
 @pytest.fixture(autouse=True)
@@ -45,7 +51,7 @@ def qnn_env(monkeypatch: pytest.MonkeyPatch, emulator_sdk_root: Path, tmp_path: 
 
 
 @pytest.fixture(scope="session")
-def case():  # -> ModelCase
+def case() -> ModelCase:
     """The shipped, trained default model case."""
     from pytest_qnn_genai.models.registry import available
 
@@ -53,7 +59,7 @@ def case():  # -> ModelCase
 
 
 @pytest.fixture(scope="session")
-def sm8650_emulator():  # -> Target
+def sm8650_emulator() -> Target:
     """SM8650 / HTP on the x86 emulator: the target the plugin's own tests build for."""
     from pytest_qnn_genai.targets import Target, soc
 
@@ -61,6 +67,6 @@ def sm8650_emulator():  # -> Target
 
 
 @pytest.fixture(scope="session")
-def legacy(qnn_pipeline, qnn_sdk, case, sm8650_emulator):  # -> LegacyArtifacts
+def legacy(qnn_pipeline, qnn_sdk, case, sm8650_emulator) -> LegacyArtifacts:
     """The legacy llama.py build of the default model (a cache entry shared with the suites)."""
     return qnn_pipeline.legacy(case, sm8650_emulator)

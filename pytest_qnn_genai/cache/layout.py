@@ -23,9 +23,10 @@ import os
 import re
 import time
 from pathlib import Path
-from typing import Any
 
-Manifest = dict[str, Any]  # parsed JSON: "files" maps names to {"sha256", "size"}
+from pytest_qnn_genai.untyped import Json
+
+Manifest = dict[str, Json]  # parsed JSON: "files" maps names to {"sha256", "size"}
 MANIFEST = "manifest.json"
 LOCK_SUFFIX = ".lock"
 TMP_PREFIX = ".tmp-"

@@ -34,7 +34,6 @@ import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from pytest_qnn_genai.cache import housekeeping
 from pytest_qnn_genai.cache.housekeeping import EntryInfo, format_bytes
@@ -52,6 +51,7 @@ from pytest_qnn_genai.cache.lock import KeyLock
 # cache/'s only imports from the rest of the package
 from pytest_qnn_genai.files import file_sha256
 from pytest_qnn_genai.progress import Writer, heartbeat, stderr_writer
+from pytest_qnn_genai.untyped import Json
 
 
 class CacheWarning(UserWarning):
@@ -67,12 +67,12 @@ class CacheEntry:
     """A finished entry: its folder and manifest. ``digest`` identifies its content."""
 
     path: Path
-    manifest: dict[str, Any]
+    manifest: dict[str, Json]
     hit: bool
 
     @property
     def key(self) -> str:
-        return self.manifest["key"]
+        return str(self.manifest["key"])
 
     @property
     def digest(self) -> str:
@@ -99,7 +99,7 @@ class CacheStats:
     bytes_evicted: int = 0
     leftovers_removed: int = 0
 
-    def merge(self, other: Mapping[str, Any]) -> None:
+    def merge(self, other: Mapping[str, Json]) -> None:
         """Add another process's stats (as produced by :meth:`to_dict`)."""
         self.hits += other["hits"]
         self.builds += other["builds"]
@@ -111,7 +111,7 @@ class CacheStats:
         self.bytes_evicted += other.get("bytes_evicted", 0)
         self.leftovers_removed += other.get("leftovers_removed", 0)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, Json]:
         return dict(self.__dict__)
 
 
@@ -132,7 +132,7 @@ class ArtifactCache:
         self._swept = False
         self._said_over = False
 
-    def key(self, stage: str, inputs: Mapping[str, Any], upstream: Sequence[str] = ()) -> str:
+    def key(self, stage: str, inputs: Mapping[str, Json], upstream: Sequence[str] = ()) -> str:
         """The content key of a stage run."""
         material = {"stage": stage, "inputs": inputs, "upstream": list(upstream),
                     "versions": self.versions}
@@ -161,7 +161,7 @@ class ArtifactCache:
             raise ValueError(f"unreadable manifest or files ({e!r})") from None
         return manifest
 
-    def _fresh(self, manifest: Mapping[str, Any]) -> bool:
+    def _fresh(self, manifest: Mapping[str, Json]) -> bool:
         return self.rebuild_before is None or manifest.get("created", 0) >= self.rebuild_before
 
     def _peek(self, stage: str, key: str) -> tuple[CacheEntry | None, bool]:
@@ -214,7 +214,7 @@ class ArtifactCache:
             self._used.add(f"{stage}/{key}")
         return entry
 
-    def get_or_build(self, stage: str, inputs: Mapping[str, Any], build: Callable[[Path], None],
+    def get_or_build(self, stage: str, inputs: Mapping[str, Json], build: Callable[[Path], object],
                      upstream: Sequence[str] = (), label: str = "") -> CacheEntry:
         """Return the entry for this stage run, building it (once, across processes) if needed.
 
@@ -238,8 +238,8 @@ class ArtifactCache:
             self.enforce_bound()
         return entry
 
-    def _build(self, stage: str, key: str, inputs: Mapping[str, Any], upstream: Sequence[str],
-               build: Callable[[Path], None], label: str) -> CacheEntry:
+    def _build(self, stage: str, key: str, inputs: Mapping[str, Json], upstream: Sequence[str],
+               build: Callable[[Path], object], label: str) -> CacheEntry:
         """Holding the key's lock: build into a ``.tmp-`` folder and rename it into place."""
         final = self.root / stage / key
         if final.exists():  # stale (rebuild requested): move it out of the way first
@@ -249,7 +249,8 @@ class ArtifactCache:
         try:
             with heartbeat(f"build {stage} {label}".rstrip(), self.progress):
                 build(tmp)
-            files = {p.name: {"sha256": file_sha256(p), "size": p.stat().st_size}
+            files: dict[str, dict[str, str | int]] = {
+                p.name: {"sha256": file_sha256(p), "size": p.stat().st_size}
                      for p in sorted(tmp.iterdir()) if p.is_file() and p.name != MANIFEST}
             elapsed = time.monotonic() - start
             manifest = {"stage": stage, "key": key, "label": label, "inputs": inputs,
@@ -262,7 +263,7 @@ class ArtifactCache:
                 shutil.rmtree(tmp, ignore_errors=True)
         self.stats.builds += 1
         self.stats.build_s += elapsed
-        self.stats.bytes_built += sum(f["size"] for f in files.values())
+        self.stats.bytes_built += sum(int(f["size"]) for f in files.values())
         self.stats.built_keys.append(f"{stage}/{key}")
         return CacheEntry(final, manifest, hit=False)
 

@@ -12,11 +12,15 @@ import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from pytest_qnn_genai.checks.parity import Check
+from pytest_qnn_genai.untyped import Upstream
+
+if TYPE_CHECKING:
+    import torch
 
 MAX_ENCODING_STEPS = 1.0  # each quantised tensor's range endpoints within one quantisation step
 
@@ -41,14 +45,14 @@ class Encoding:
 _LAYER = re.compile(r"layers\.(\d+)")
 
 
-def _module_path(node: Any) -> str:
+def _module_path(node: torch.fx.Node) -> str:
     stack = node.meta.get("nn_module_stack") or {}
     if not stack:
         return "model"
-    return list(stack.values())[-1][0].replace(".forward.__self__", "")
+    return str(list(stack.values())[-1][0]).replace(".forward.__self__", "")
 
 
-def _op(node: Any) -> str:
+def _op(node: torch.fx.Node) -> str:
     return str(node.target).removeprefix("aten.")
 
 
@@ -57,7 +61,7 @@ def _layer(path: str) -> str:
     return f"layers.{m.group(1)}" if m else path.split("/")[0].split(".")[0] or "model"
 
 
-def qdq_encodings(ep: Any) -> dict[str, Encoding]:
+def qdq_encodings(ep: torch.export.ExportedProgram) -> dict[str, Encoding]:
     """Encodings of a saved QDQ ``ExportedProgram``, keyed by what they quantise.
 
     Activations: each ``quantize_per_tensor`` by its input node — a graph input by position, else
@@ -73,7 +77,7 @@ def qdq_encodings(ep: Any) -> dict[str, Encoding]:
     counts: Counter = Counter()
     out: dict[str, Encoding] = {}
 
-    def value(a: Any) -> np.ndarray:
+    def value(a: Upstream) -> np.ndarray:  # a graph node or a literal
         if hasattr(a, "op") and a.op == "placeholder":
             return np.asarray(values[consts[a.name]].detach().cpu().numpy()).ravel()
         return np.asarray([a]).ravel()
@@ -98,7 +102,8 @@ def qdq_encodings(ep: Any) -> dict[str, Encoding]:
         else:
             continue
         if kind.endswith("per_channel"):
-            scale, zp, qmin, qmax, dtype = node.args[1], node.args[2], *node.args[4:7]
+            scale, zp = node.args[1], node.args[2]
+            qmin, qmax, dtype = node.args[4:7]
         else:
             scale, zp, qmin, qmax, dtype = node.args[1:6]
         out[key] = Encoding(key, _layer(key.removeprefix("w:")),
@@ -108,7 +113,7 @@ def qdq_encodings(ep: Any) -> dict[str, Encoding]:
     return out
 
 
-def load_qdq(path: Path | str) -> Any:
+def load_qdq(path: Path | str) -> torch.export.ExportedProgram:
     """A saved QDQ ``.pt2`` (registers the ``quantized_decomposed`` ops first)."""
     import executorch.backends.qualcomm.quantizer.quantizer  # noqa: F401
     import torch

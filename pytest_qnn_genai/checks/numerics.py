@@ -8,15 +8,24 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 if TYPE_CHECKING:
+    import torch
+
     from pytest_qnn_genai.runtime.result import RunResult
 
-
-def _flat(x: object) -> np.ndarray:
-    arr = x.detach().cpu().numpy() if hasattr(x, "detach") else np.asarray(x)
-    return arr.astype(np.float64).ravel()
+    Values = np.ndarray | torch.Tensor  # what the measures compare
 
 
-def sqnr_db(reference: object, test: object) -> float:
+def _array(x: Values) -> np.ndarray:
+    """``x`` as a float64 numpy array of its own shape (a torch tensor detached first)."""
+    arr = x if isinstance(x, np.ndarray) else x.detach().cpu().numpy()
+    return arr.astype(np.float64)
+
+
+def _flat(x: Values) -> np.ndarray:
+    return _array(x).ravel()
+
+
+def sqnr_db(reference: Values, test: Values) -> float:
     """Signal-to-quantisation-noise ratio in dB (``inf`` when identical)."""
     ref, out = _flat(reference), _flat(test)
     noise = float(np.sum((ref - out) ** 2))
@@ -28,7 +37,7 @@ def sqnr_db(reference: object, test: object) -> float:
     return 10.0 * math.log10(signal / noise)
 
 
-def cosine(reference: object, test: object) -> float:
+def cosine(reference: Values, test: Values) -> float:
     """Cosine similarity of the flattened tensors (1.0 when both are zero)."""
     ref, out = _flat(reference), _flat(test)
     denom = float(np.linalg.norm(ref) * np.linalg.norm(out))
@@ -37,15 +46,15 @@ def cosine(reference: object, test: object) -> float:
     return float(np.dot(ref, out) / denom)
 
 
-def rowwise_cosine(reference: object, test: object) -> np.ndarray:
+def rowwise_cosine(reference: Values, test: Values) -> np.ndarray:
     """Cosine similarity of each row (last axis) of two ``[steps, vocab]`` arrays."""
-    ref = np.asarray(_flat(reference)).reshape(np.shape(reference)[0], -1)
-    out = np.asarray(_flat(test)).reshape(np.shape(test)[0], -1)
+    ref, out = _array(reference), _array(test)
+    ref, out = ref.reshape(ref.shape[0], -1), out.reshape(out.shape[0], -1)
     denom = np.linalg.norm(ref, axis=1) * np.linalg.norm(out, axis=1)
     return np.where(denom == 0, 1.0, np.sum(ref * out, axis=1) / np.where(denom == 0, 1, denom))
 
 
-def max_abs(reference: object, test: object) -> float:
+def max_abs(reference: Values, test: Values) -> float:
     """Largest absolute elementwise difference."""
     return float(np.max(np.abs(_flat(reference) - _flat(test)))) if _flat(reference).size else 0.0
 

@@ -10,13 +10,17 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from pytest_qnn_genai import text
 from pytest_qnn_genai.checks import numerics
 from pytest_qnn_genai.hybrid import GRAPH_METHODS
+from pytest_qnn_genai.untyped import Json
+
+if TYPE_CHECKING:
+    from pytest_qnn_genai.runtime.result import RunResult
 
 SCALE_RTOL = 1e-3  # constant-method scales (logits, KV outputs) of the two flows
 PTE_SIZE_RTOL = 0.05
@@ -29,9 +33,9 @@ class Check:
     """One parity check: both sides' values, their difference, and whether it passes."""
 
     check: str
-    legacy: Any
-    new: Any
-    delta: Any = ""
+    legacy: Json
+    new: Json
+    delta: Json = ""
     ok: bool = True
     detail: str = ""
     info: bool = False  # a figure reported, judged by nothing
@@ -101,7 +105,7 @@ class Signature:
 
     methods: tuple[str, ...]
     io: dict[str, dict[str, list[tuple[str, tuple[int, ...]]]]]
-    constants: dict[str, Any]
+    constants: dict[str, Json]
     size_bytes: int
 
 
@@ -130,12 +134,12 @@ def program_signature(pte: Path | str) -> Signature:
                      pte.stat().st_size)
 
 
-def _close(a: Any, b: Any, rtol: float) -> bool:
+def _close(a: Json, b: Json, rtol: float) -> bool:
     if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
         return len(a) == len(b) and all(_close(x, y, rtol) for x, y in zip(a, b))
     if isinstance(a, float) or isinstance(b, float):
         return math.isclose(float(a), float(b), rel_tol=rtol, abs_tol=0.0)
-    return a == b  # integers, bools, strings: exact
+    return bool(a == b)  # integers, bools, strings: exact
 
 
 def compare_signatures(legacy: Signature, new: Signature,
@@ -202,7 +206,7 @@ def compare_pte_size(legacy_bytes: int, new_bytes: int, rtol: float = PTE_SIZE_R
 
 
 # -- emulator outputs ---------------------------------------------------------------------------
-def compare_runs(legacy: Any, new: Any, min_cosine: float = MIN_ROW_COSINE,
+def compare_runs(legacy: RunResult, new: RunResult, min_cosine: float = MIN_ROW_COSINE,
                  min_sqnr_db: float = MIN_SQNR_DB, require_same_tokens: bool = True) -> list[Check]:
     """Two ``RunResult``s of the same prompt: dequantized logits per step up to (and including)
     the first divergent token, and the greedy tokens."""

@@ -17,20 +17,23 @@ def package() -> ModuleType:
     torchtune.install()
     import executorch.examples.qualcomm.oss_scripts.llama as llama_pkg
 
-    return llama_pkg
+    module: ModuleType = llama_pkg
+    return module
 
 
 def static_llama() -> ModuleType:
     """The example's ``model.static_llama`` (``ModelArgs``, ``LlamaModel``)."""
     torchtune.install()
-    from executorch.examples.qualcomm.oss_scripts.llama.model import static_llama as module
+    from executorch.examples.qualcomm.oss_scripts.llama.model import static_llama
 
+    module: ModuleType = static_llama
     return module
 
 
 def llm_wrappers() -> ModuleType:
     """The example's ``wrappers.llm_wrappers`` (``TextDecoder``, ``HybridTextDecoder``)."""
     torchtune.install()
-    from executorch.examples.qualcomm.oss_scripts.llama.wrappers import llm_wrappers as module
+    from executorch.examples.qualcomm.oss_scripts.llama.wrappers import llm_wrappers
 
+    module: ModuleType = llm_wrappers
     return module

@@ -47,9 +47,9 @@ def install() -> bool:
         return getattr(sys.modules["torchtune"], "__version__", "") == STUB_VERSION
     root = types.ModuleType("torchtune")
     root.__version__ = STUB_VERSION  # type: ignore[attr-defined]
-    root.__path__ = []  # type: ignore[attr-defined]
+    root.__path__ = []
     models = types.ModuleType("torchtune.models")
-    models.__path__ = []  # type: ignore[attr-defined]
+    models.__path__ = []
     convert = types.ModuleType("torchtune.models.convert_weights")
     convert.get_mapped_key = _unavailable("models.convert_weights.get_mapped_key")  # type: ignore[attr-defined]
     training = types.ModuleType("torchtune.training")

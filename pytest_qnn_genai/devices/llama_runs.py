@@ -35,7 +35,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -51,6 +51,7 @@ from pytest_qnn_genai.files import file_sha256
 from pytest_qnn_genai.hybrid import DECODE, PREFILL
 from pytest_qnn_genai.runtime.result import RunResult
 from pytest_qnn_genai.runtime.tokenizer import stop_ids
+from pytest_qnn_genai.untyped import Json
 
 if TYPE_CHECKING:
     from pytest_qnn_genai.devices.runner_output import RunnerFiles
@@ -200,7 +201,7 @@ def generate(ws: DeviceWorkspace, runner: Path, pte: Path, pte_digest: str, toke
     hybrid, _ = run(HYBRID_MODE, "hybrid")
     result = hybrid.result
     result.prompt_tokens = list(prompt_ids)
-    extra: dict[str, Any] = {"seq_len": seq_len, "shared_buffer": facts.shared_buffer,
+    extra: dict[str, Json] = {"seq_len": seq_len, "shared_buffer": facts.shared_buffer,
                              "eos_piece": hybrid.eos_piece, "tokens_source": TOKENS_FROM_TEXT}
     if logits:
         kv, files = run(KV_MODE, "kv")

@@ -34,11 +34,11 @@ import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
 from pytest_qnn_genai.runtime.result import PerfStats, RunResult
+from pytest_qnn_genai.untyped import Json
 
 OBSERVER_PREFIX = "PyTorchObserver "
 REACHED_EOS = "Reached to the end of generation"  # token_generator.cpp, after a decode EOS
@@ -76,7 +76,7 @@ class LogitsQuant:
     dtype: str = "uint16"  # "float32" when the model's logits are not quantized
 
 
-def observer_stats(log_text: str) -> list[dict[str, Any]]:
+def observer_stats(log_text: str) -> list[dict[str, Json]]:
     """Every ``PyTorchObserver`` JSON object in the log, in order (one per generate call)."""
     found = []
     for line in log_text.splitlines():
@@ -96,7 +96,7 @@ def _rate(count: float, start_ms: float, end_ms: float) -> float:
     return count / span * 1000.0 if span > 0 else 0.0
 
 
-def perf_from_observer(stats: dict[str, Any]) -> PerfStats:
+def perf_from_observer(stats: dict[str, Json]) -> PerfStats:
     """PerfStats from one ``PyTorchObserver`` object (rates recomputed when the runner omitted them)."""
     try:
         prompt = int(stats["prompt_tokens"])
@@ -203,7 +203,7 @@ def parse_runner_files(files: RunnerFiles, prompt: str, *, device: str,
     perf = parse_perf(log_text)
     full_text = files.outputs_txt.read_text(errors="replace")
     text = full_text[len(prompt):] if full_text.startswith(prompt) else full_text
-    extra: dict[str, Any] = {"outputs_txt": full_text, "run_log": str(files.run_log),
+    extra: dict[str, Json] = {"outputs_txt": full_text, "run_log": str(files.run_log),
                              "observer": observer_stats(log_text)}
     if files.inference_speed_txt is not None:
         extra["inference_speed_tok_s"] = read_inference_speed(files.inference_speed_txt)

@@ -13,7 +13,7 @@ import re
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from pytest_qnn_genai.devices import executor_runs, llama_runs
 from pytest_qnn_genai.devices.pool import assign_from_env, device_address, device_lock, lock_path
@@ -31,7 +31,7 @@ from pytest_qnn_genai.runtime.result import RunResult
 from pytest_qnn_genai.targets import SocSpec, Target
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
 
     import numpy as np
 
@@ -69,7 +69,9 @@ class DeviceSession:
 
     @classmethod
     def from_settings(cls, settings: Settings, serial: str, soc: SocSpec, local_dir: Path,
-                      **adb_options: Any) -> DeviceSession:
+                      transport: Transport | None = None) -> DeviceSession:
+        """The session for ``--device`` entry ``serial`` (reached through ``transport``, by
+        default adb as the settings say)."""
         option, root = libs_root(settings)
         try:
             libs = find_device_libs(root, soc)
@@ -77,7 +79,7 @@ class DeviceSession:
             raise DeviceSetupError(f"{option}: {e}") from None
         if not settings.runner or not Path(settings.runner).is_file():
             raise DeviceSetupError(f"--runner: {settings.runner!r} is not a file")
-        return cls(adb_device(settings, serial, **adb_options), soc,
+        return cls(transport or adb_device(settings, serial), soc,
                    Path(settings.runner).expanduser(), libs, local_dir)
 
     @property
@@ -157,11 +159,11 @@ class DeviceSessions:
     """This process's phone(s): each xdist worker gets one serial, locked for the session."""
 
     def __init__(self, settings: Settings, local_dir: Path, lock_dir: Path | None = None,
-                 **adb_options: Any) -> None:
+                 connect: Callable[[str], Transport] | None = None) -> None:
         self.settings = settings
         self.local_dir = Path(local_dir)
         self.lock_dir = lock_dir
-        self.adb_options = adb_options
+        self.connect = connect  # --device entry -> its transport (default: adb, as set up)
         self._sessions: dict[tuple[str, str], DeviceSession] = {}
         self._locks = ExitStack()
         self._locked: set[str] = set()
@@ -192,8 +194,9 @@ class DeviceSessions:
                 self._locks.enter_context(device_lock(phone, self.lock_dir))
                 self._locked.add(phone)
             local = self.local_dir if phone == entry else self.local_dir / lock_path(phone).stem
+            transport = self.connect(entry) if self.connect else None
             session = DeviceSession.from_settings(self.settings, entry, target.soc, local,
-                                                  **self.adb_options)
+                                                  transport)
             session.start()
             self._sessions[key] = session
         return self._sessions[key]

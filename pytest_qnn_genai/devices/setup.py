@@ -72,12 +72,14 @@ def libs_root(settings: Settings) -> tuple[str, Path]:
                            "--qnn-device-libs DIR or --qnn-sdk pointing at a real QNN SDK")
 
 
-def adb_device(settings: Settings, entry: str, **options: float | RetryPolicy) -> AdbDevice:
+def adb_device(settings: Settings, entry: str, command_timeout_s: float = 60.0,
+               retry: RetryPolicy | None = None) -> AdbDevice:
     """An AdbDevice for the ``--device`` entry (``SERIAL``: --adb-host's server, else the
     client's default; ``SERIAL@HOST:PORT``: that server) with --adb-path applied."""
     address = device_address(entry, settings.adb_host)
     return AdbDevice(address.serial, adb_path=settings.adb_path, host=address.host,
-                     port=address.port, **options)
+                     port=address.port, command_timeout_s=command_timeout_s,
+                     retry=retry or RetryPolicy())
 
 
 def _one_line(text: str) -> str:

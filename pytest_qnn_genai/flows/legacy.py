@@ -14,7 +14,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from pytest_qnn_genai.flows.base import BuildRequest, Flow, FlowOutput
 from pytest_qnn_genai.flows.llama_cli import (
@@ -32,6 +32,7 @@ from pytest_qnn_genai.flows.llama_cli import (
 from pytest_qnn_genai.hybrid import QDQ, TEXT_DECODER
 from pytest_qnn_genai.models.registry import ModelCase
 from pytest_qnn_genai.targets import Target
+from pytest_qnn_genai.untyped import Json
 
 if TYPE_CHECKING:
     from pytest_qnn_genai.stages.quantize import QdqArtifacts
@@ -78,7 +79,7 @@ def pte_filename(case: ModelCase) -> str:
     return f"{case.decoder_model}_{name}" if case.decoder_model == "stories260k" else name
 
 
-def calibration_samples(case: ModelCase) -> list[dict[str, Any]]:
+def calibration_samples(case: ModelCase) -> list[dict[str, Json]]:
     """``--calib_samples`` content: one single-turn chat per calibration prompt."""
     return [{"messages": [{"role": "user", "content": p}]} for p in case.calibration_prompts]
 

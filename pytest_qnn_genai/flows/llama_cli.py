@@ -20,11 +20,11 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest_qnn_genai
 from pytest_qnn_genai.sdk import require_active
 from pytest_qnn_genai.sdk.emulator import LIB_SUBDIR
+from pytest_qnn_genai.untyped import Json
 
 LLAMA_MODULE = "executorch.examples.qualcomm.oss_scripts.llama.llama"
 PROBE_TIMEOUT_S = 300.0
@@ -86,8 +86,8 @@ class LegacyOption:
 
     flags: tuple[str, ...]
     dest: str
-    default: Any
-    choices: tuple[Any, ...] | None
+    default: Json
+    choices: tuple[Json, ...] | None
     required: bool
 
 
@@ -217,20 +217,21 @@ def legacy_parser(timeout_s: float = PROBE_TIMEOUT_S) -> LegacyParser:
     return _PARSERS[sys.executable]
 
 
-def _portable(value: Any, root: str | None) -> Any:
+def _portable(value: Json, root: str | None) -> Json:
     if root and isinstance(value, str) and value.startswith(root + os.sep):
         return "<executorch>" + value[len(root):]
     return value
 
 
-def legacy_parser_defaults() -> dict[str, Any]:
+def legacy_parser_defaults() -> dict[str, Json]:
     """``{long flag: default}`` of every ``llama.py`` option, for configuration snapshots.
 
     Defaults that are files inside the executorch package read ``<executorch>/...``.
     """
     spec = importlib.util.find_spec("executorch")
-    root = next(iter(spec.submodule_search_locations), None) if spec else None
-    out: dict[str, Any] = {}
+    locations = (spec.submodule_search_locations or []) if spec else []
+    root = next(iter(locations), None)
+    out: dict[str, Json] = {}
     for opt in legacy_parser().options.values():
         out.setdefault(max(opt.flags, key=len), _portable(opt.default, root))
     return dict(sorted(out.items()))

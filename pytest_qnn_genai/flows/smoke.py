@@ -8,12 +8,12 @@ and the folder keeps its inputs with fp32 and QDQ reference outputs.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import torch
 
 from pytest_qnn_genai.stages.compile import compile_specs
 from pytest_qnn_genai.targets import Target
+from pytest_qnn_genai.untyped import Json
 
 
 class RMSNorm(torch.nn.Module):
@@ -46,7 +46,8 @@ class AttentionBlock(torch.nn.Module):
         h = self.norm(x)
         q, k, v = self.q(h), self.k(h), self.v(h)
         attn = torch.softmax(torch.matmul(q, k.transpose(-1, -2)) * self.scale, dim=-1)
-        return x + self.o(torch.matmul(attn, v))
+        out: torch.Tensor = x + self.o(torch.matmul(attn, v))
+        return out
 
     @staticmethod
     def example_inputs(seed: int, seq: int = 8, dim: int = 32) -> tuple[torch.Tensor]:
@@ -57,8 +58,8 @@ class AttentionBlock(torch.nn.Module):
 QUANT_DTYPES = ("8a8w", "16a8w", "16a4w", "16a16w")
 
 
-def quantize_module(module: torch.nn.Module, example: tuple[Any, ...],
-                    calibration: list[tuple[Any, ...]], target: Target,
+def quantize_module(module: torch.nn.Module, example: tuple[torch.Tensor, ...],
+                    calibration: list[tuple[torch.Tensor, ...]], target: Target,
                     quant: str = "16a8w") -> torch.fx.GraphModule:
     """Export, annotate with ``QnnQuantizer`` for the target SoC, calibrate, convert (QDQ graph)."""
     from executorch.backends.qualcomm.quantizer.quantizer import QnnQuantizer, QuantDtype
@@ -74,10 +75,11 @@ def quantize_module(module: torch.nn.Module, example: tuple[Any, ...],
     with torch.no_grad():
         for batch in calibration:
             prepared(*batch)
-    return convert_pt2e(prepared)
+    converted: torch.fx.GraphModule = convert_pt2e(prepared)
+    return converted
 
 
-def lower_to_pte(module: torch.nn.Module, example: tuple[Any, ...], target: Target,
+def lower_to_pte(module: torch.nn.Module, example: tuple[torch.Tensor, ...], target: Target,
                  out: Path, fp16: bool = False) -> Path:
     """Lower ``module`` with the QNN partitioner and write the ExecuTorch program to ``out``."""
     from executorch.backends.qualcomm.utils.utils import to_edge_transform_and_lower_to_qnn
@@ -97,7 +99,7 @@ REFERENCE = "reference.pt"
 CALIBRATION_BATCHES = 16
 
 
-def spec(target: Target, quant: str) -> dict[str, Any]:
+def spec(target: Target, quant: str) -> dict[str, Json]:
     """The cache inputs that determine the artifact (a phone build differs from the emulator's:
     shared buffers and weight sharing, :func:`~pytest_qnn_genai.stages.compile.compile_spec_data`)."""
     return {"block": "attention-d32-s8", "seed": 0, "quant": quant, "soc": target.soc.name,
@@ -119,8 +121,9 @@ def build(target: Target, quant: str, out_dir: Path) -> None:
         module: torch.nn.Module = block
         qdq = fp32
     else:
-        calibration = [example] + [AttentionBlock.example_inputs(seed=s)
-                                   for s in range(1, CALIBRATION_BATCHES)]
+        calibration: list[tuple[torch.Tensor, ...]] = [example]
+        calibration += [AttentionBlock.example_inputs(seed=s)
+                        for s in range(1, CALIBRATION_BATCHES)]
         module = quantize_module(block, example, calibration, target, quant)
         with torch.no_grad():
             qdq = module(*example)

@@ -29,11 +29,15 @@ import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 from pytest_qnn_genai import golden
 from pytest_qnn_genai.golden import GoldenWriteRefused
 from pytest_qnn_genai.targets import BACKENDS, SOCS
+from pytest_qnn_genai.untyped import Json
+
+if TYPE_CHECKING:
+    from pytest_qnn_genai.models.registry import ModelCase
 
 REQUIRED_FLOORS = ("prefill_tok_s", "decode_tok_s")
 OPTIONAL_FLOORS = ("inference_speed_tok_s",)
@@ -61,7 +65,7 @@ class GoldenWorkload:
     source: str
 
     @classmethod
-    def from_case(cls, case: Any) -> GoldenWorkload:
+    def from_case(cls, case: ModelCase) -> GoldenWorkload:
         """A new file's workload: the case's perf prompt (else eval prompt) up to its
         ``max_seq_len``, built as the case builds."""
         return cls(case.extra.get("perf_prompt") or case.eval_prompt, case.max_seq_len,
@@ -69,7 +73,7 @@ class GoldenWorkload:
                    f"{case.name}'s case.json (no upstream workload; written by "
                    "--qnn-update-golden)")
 
-    def mismatches(self, case: Any) -> list[str]:
+    def mismatches(self, case: ModelCase) -> list[str]:
         """One line per build field where ``case`` differs from the floors' build."""
         return [f"the floors were measured on {k} {v!r} but {case.name} builds "
                 f"{getattr(case, k, None)!r}" for k, v in self.build.items()
@@ -82,7 +86,7 @@ class GoldenWorkload:
                              f"fewer than seq_len {self.seq_len}")
         return self.seq_len - prompt_tokens
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, Json]:
         return {"prompt": self.prompt, "seq_len": self.seq_len, "build": dict(self.build),
                 "source": self.source}
 
@@ -152,11 +156,11 @@ class GoldenPerf:
         return replace(self, entries={**self.entries, (soc, backend): GoldenEntry(merged,
                                                                                   provenance)})
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, Json]:
         """The file's JSON object (SoCs and backends sorted, floors in a fixed order)."""
-        out: dict[str, dict[str, Any]] = {}
+        out: dict[str, dict[str, Json]] = {}
         for (soc, backend), e in sorted(self.entries.items()):
-            body: dict[str, Any] = {f: e.floors[f] for f in FLOOR_FIGURES if f in e.floors}
+            body: dict[str, Json] = {f: e.floors[f] for f in FLOOR_FIGURES if f in e.floors}
             body["provenance"] = e.provenance
             out.setdefault(soc, {})[backend] = body
         return {"model": self.model, "workload": self.workload.to_dict(), "targets": out}
@@ -166,7 +170,7 @@ class GoldenPerf:
         return json.dumps(self.to_dict(), indent=2, ensure_ascii=False) + "\n"
 
 
-def _show(value: Any) -> str:
+def _show(value: Json) -> str:
     try:
         text = json.dumps(value, ensure_ascii=False)
     except (TypeError, ValueError):
@@ -174,14 +178,14 @@ def _show(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def _is_number(value: Any) -> bool:
+def _is_number(value: Json) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 _TOLERANCE_HINT = "there is no tolerance in the file: the tolerance is --qnn-perf-noise"
 
 
-def _keys(obj: dict[str, Any], allowed: tuple[str, ...], required: tuple[str, ...],
+def _keys(obj: dict[str, Json], allowed: tuple[str, ...], required: tuple[str, ...],
           fail: Fail) -> None:
     for k in obj:
         if k not in allowed:
@@ -192,14 +196,14 @@ def _keys(obj: dict[str, Any], allowed: tuple[str, ...], required: tuple[str, ..
             fail(f"missing key {k!r}")
 
 
-def _text(obj: dict[str, Any], key: str, fail: Fail) -> str:
+def _text(obj: dict[str, Json], key: str, fail: Fail) -> str:
     value = obj[key]
     if not isinstance(value, str) or not value.strip():
         fail(f"{key!r} must be a non-empty string, got {_show(value)}")
     return value
 
 
-def _workload(body: Any, fail: Fail) -> GoldenWorkload:
+def _workload(body: Json, fail: Fail) -> GoldenWorkload:
     if not isinstance(body, dict):
         fail(f"must be an object, got {_show(body)}")
     _keys(body, _WORKLOAD_KEYS, _WORKLOAD_KEYS, fail)
@@ -218,7 +222,7 @@ def _workload(body: Any, fail: Fail) -> GoldenWorkload:
                           _text(body, "source", fail))
 
 
-def _entry(body: Any, fail: Fail) -> GoldenEntry:
+def _entry(body: Json, fail: Fail) -> GoldenEntry:
     if not isinstance(body, dict):
         fail(f"entry must be an object, got {_show(body)}")
     _keys(body, FLOOR_FIGURES + ("provenance",), REQUIRED_FLOORS + ("provenance",), fail)
@@ -232,7 +236,7 @@ def _entry(body: Any, fail: Fail) -> GoldenEntry:
     return GoldenEntry(floors, _text(body, "provenance", fail))
 
 
-def parse_golden(data: Any, source: str, expected_model: str | None = None) -> GoldenPerf:
+def parse_golden(data: Json, source: str, expected_model: str | None = None) -> GoldenPerf:
     """Validate a decoded golden file; problems raise :class:`GoldenFileError` ``source: ...``."""
     def fail_at(where: str) -> Fail:
         def fail(problem: str) -> NoReturn:

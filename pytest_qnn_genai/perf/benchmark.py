@@ -22,15 +22,23 @@ import statistics
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from pytest_qnn_genai.perf.minimum import GATED, Work, check_minimum, measured_work, round_work
 from pytest_qnn_genai.runtime.result import PerfStats
+from pytest_qnn_genai.untyped import Json
 
 if TYPE_CHECKING:
+    from pytest_benchmark.fixture import BenchmarkFixture
+
+    from pytest_qnn_genai.models.registry import ModelCase
     from pytest_qnn_genai.runtime.host_runner import HybridRunner
+    from pytest_qnn_genai.runtime.result import RunResult
+    from pytest_qnn_genai.settings import Settings
+    from pytest_qnn_genai.targets import Target
 
 Generate = Callable[[], PerfStats]
+RunCase = Callable[[str, int], "RunResult"]  # (prompt, max_new_tokens) -> one generation
 PERF_MAX_NEW_TOKENS = 24
 # prompt passes pooled into an emulator round's prefill figure. One pass of a case's perf prompt
 # lasts 0.09-0.16 s on an idle machine: single-pass rounds left llama3_2_toy's prefill at 1.79 s
@@ -59,12 +67,12 @@ class Workload:
     prefill_passes: int = 1
 
     @classmethod
-    def for_case(cls, case: Any, prefill_passes: int = 1) -> Workload:
+    def for_case(cls, case: ModelCase, prefill_passes: int = 1) -> Workload:
         """``case.extra["perf_prompt"]``, else its longest calibration prompt (several full AR
         chunks, so the prefill figure rests on more than one short call), else its eval prompt;
         ``perf_max_new_tokens`` likewise."""
-        prompts = tuple(getattr(case, "calibration_prompts", ()) or ())
-        prompt = case.extra.get("perf_prompt") or (max(prompts, key=len) if prompts
+        prompts = tuple(case.calibration_prompts)
+        prompt = str(case.extra.get("perf_prompt") or "") or (max(prompts, key=len) if prompts
                                                    else case.eval_prompt)
         return cls(prompt, int(case.extra.get("perf_max_new_tokens", PERF_MAX_NEW_TOKENS)),
                    prefill_passes)
@@ -80,7 +88,7 @@ class Minimum:
     gated: tuple[str, ...] = GATED  # the figures that must rest on this much work
 
     @classmethod
-    def from_settings(cls, settings: Any, gated: tuple[str, ...] = GATED,
+    def from_settings(cls, settings: Settings, gated: tuple[str, ...] = GATED,
                       max_rounds: int = 0) -> Minimum:
         """The knobs' minimum; at most ``max(4 x rounds, rounds + 3, max_rounds)`` rounds."""
         return cls(settings.perf_min_tokens, settings.perf_min_seconds,
@@ -99,7 +107,7 @@ class Minimum:
 
 
 def host_generation(pte: Path | str, tokenizer_model: Path | str, workload: Workload,
-                    runner_class: type | None = None) -> Generate:
+                    runner_class: type[HybridRunner] | None = None) -> Generate:
     """An emulator generation of ``workload`` with ``pte`` (fixed work: EOS does not stop it).
 
     With ``workload.prefill_passes`` = k > 1 a round's ``prompt_tokens`` and ``prefill_tok_s``
@@ -111,7 +119,7 @@ def host_generation(pte: Path | str, tokenizer_model: Path | str, workload: Work
     ids, n = fit_workload(workload, tokenizer_model, [runner])
 
     def generate() -> PerfStats:
-        perf = runner.generate(ids, n, stop_at_eos=False).perf
+        perf: PerfStats = runner.generate(ids, n, stop_at_eos=False).perf
         if workload.prefill_passes <= 1:
             return perf
         seconds = round_work(perf, "prefill_tok_s").seconds
@@ -136,17 +144,16 @@ def fit_workload(workload: Workload, tokenizer_model: Path | str,
     return ids, max(1, n)
 
 
-def generation_for(pipeline: Any, case: Any, target: Any, pte: Path | str | None = None,
+def generation_for(case: ModelCase, target: Target, pte: Callable[[], Path], run: RunCase,
                    workload: Workload | None = None) -> Generate:
-    """The generation of ``case``'s perf workload on ``target`` (emulator: ``pte`` or the new
-    flow's .pte via :func:`host_generation`, :data:`EMULATOR_PREFILL_PASSES` prompt passes a
-    round; phone: ``pipeline.run``, the runner's one prompt pass)."""
+    """The generation of ``case``'s perf workload on ``target``: on the emulator the program
+    ``pte()`` through :func:`host_generation` (:data:`EMULATOR_PREFILL_PASSES` prompt passes a
+    round); on a phone ``run(prompt, max_new_tokens)``, the runner's one prompt pass."""
     if target.is_emulator:
         workload = workload or Workload.for_case(case, EMULATOR_PREFILL_PASSES)
-        pte = pte or pipeline.pte(case, target).pte
-        return host_generation(pte, case.path("tokenizer_model"), workload)
-    workload = workload or Workload.for_case(case)
-    return lambda: pipeline.run(case, target, workload.prompt, workload.max_new_tokens).perf
+        return host_generation(pte(), case.path("tokenizer_model"), workload)
+    phone_workload = workload or Workload.for_case(case)
+    return lambda: run(phone_workload.prompt, phone_workload.max_new_tokens).perf
 
 
 def inference_speed(s: PerfStats) -> float:
@@ -188,16 +195,16 @@ class BenchResult:
                                                                for s in self.rounds))
         return out
 
-    def values(self) -> dict[str, Any]:
+    def values(self) -> dict[str, Json]:
         """Figures plus the work behind them (what a perf record stores)."""
         p, d = self.work("prefill_tok_s"), self.work("decode_tok_s")
         return {**self.figures(), "rounds": len(self.rounds), "prefill_work_tokens": p.tokens,
                 "prefill_work_s": round(p.seconds, 4), "decode_work_tokens": d.tokens,
                 "decode_work_s": round(d.seconds, 4)}
 
-    def extra_info(self) -> dict[str, Any]:
+    def extra_info(self) -> dict[str, Json]:
         """The pytest-benchmark ``extra_info`` keys (medians over rounds)."""
-        info: dict[str, Any] = {k: self.median(a) for k, a in EXTRA_INFO.items()}
+        info: dict[str, Json] = {k: self.median(a) for k, a in EXTRA_INFO.items()}
         info["prompt_tokens"], info["generated_tokens"] = (int(info["prompt_tokens"]),
                                                            int(info["generated_tokens"]))
         return info | {"rounds": len(self.rounds), "planned_rounds": self.planned}
@@ -221,12 +228,13 @@ def measure(generate: Generate, rounds: int, minimum: Minimum, warmup: int = 1) 
 class QnnBenchmark:
     """A generation measured through pytest-benchmark (or its own loop when that is disabled)."""
 
-    def __init__(self, benchmark: Any, settings: Any, target: Any, default: Callable[..., Generate],
-                 labels: Mapping[str, Any] | None = None) -> None:
+    def __init__(self, benchmark: BenchmarkFixture | None, settings: Settings, target: Target,
+                 default: Callable[[Path | str | None, Workload | None], Generate],
+                 labels: Mapping[str, str] | None = None) -> None:
         self.benchmark = benchmark
         self.settings = settings
         self.target = target
-        self._default = default  # (pte=None, workload=None) -> Generate for the case × target
+        self._default = default  # (pte, workload) -> Generate for the case × target
         self.labels = dict(labels or {})
         self.result: BenchResult | None = None
 
@@ -240,7 +248,7 @@ class QnnBenchmark:
         """Measure ``generate`` (default: the case's perf workload on the target, with ``pte``)
         for ``rounds`` (default ``--qnn-perf-rounds``) after one warm-up round, then top up to
         ``minimum`` (default: the knobs', on prefill and decode)."""
-        generate = generate or self._default(pte=pte, workload=workload)
+        generate = generate or self._default(pte, workload)
         rounds = rounds or self.settings.perf_rounds
         minimum = minimum or self.minimum
         if self.benchmark is None or self.benchmark.disabled:
@@ -256,22 +264,3 @@ class QnnBenchmark:
             self.benchmark.extra_info["pytest_benchmark_disabled"] = bool(self.benchmark.disabled)
         self.result = result
         return result
-
-
-class BenchmarkHooks:
-    """pytest-benchmark hooks (registered only when pytest-benchmark is active)."""
-
-    def __init__(self, info: Callable[[], dict[str, Any]]) -> None:
-        self.info = info
-
-    def pytest_benchmark_update_machine_info(self, config: Any, machine_info: dict) -> None:
-        machine_info["qnn_genai"] = self.info()
-
-
-def machine_info(settings: Any, sdk: Any) -> dict[str, Any]:
-    """The ``machine_info["qnn_genai"]`` block: SoCs, backend, device serial(s), tool versions."""
-    from pytest_qnn_genai.sdk.versions import dist_version
-
-    return {"soc": ",".join(s.name for s in settings.socs), "backend": settings.backend,
-            "device": settings.device_label, "qairt": f"{sdk.qairt_version} ({sdk.kind} sdk)",
-            "executorch": dist_version("executorch"), "torch": dist_version("torch")}

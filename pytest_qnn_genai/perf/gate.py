@@ -24,9 +24,10 @@ import math
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from pytest_qnn_genai.perf.minimum import GATED
+from pytest_qnn_genai.untyped import Json
 
 if TYPE_CHECKING:
     from pytest_qnn_genai.perf.benchmark import Generate, Minimum
@@ -186,9 +187,9 @@ class ABOutcome:
         return [f"{self.b} vs {self.a} {fig}: {v}" for fig, v in self.verdicts.items()
                 if not v.passed]
 
-    def values(self) -> dict[str, Any]:
+    def values(self) -> dict[str, Json]:
         """Ratios with their bounds and both sides' medians (what an A/B perf record stores)."""
-        out: dict[str, Any] = {"rounds": len(self.a_rounds)}
+        out: dict[str, Json] = {"rounds": len(self.a_rounds)}
         for fig, v in self.verdicts.items():
             out |= {f"{fig}_ratio": round(v.ratio, 4), f"{fig}_ratio_low": round(v.low, 4),
                     f"{fig}_ratio_high": round(v.high, 4) if math.isfinite(v.high) else None,

@@ -24,14 +24,17 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from pytest_qnn_genai.perf.benchmark import Generate, Minimum, observed_inference_speed
+from pytest_qnn_genai.perf.benchmark import Generate, Minimum, RunCase, observed_inference_speed
 from pytest_qnn_genai.runtime.result import PerfStats
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from pytest_qnn_genai.golden.perf import GoldenWorkload
     from pytest_qnn_genai.runtime.result import RunResult
+    from pytest_qnn_genai.settings import Settings
 
 AGREEMENT = 0.01  # inference_speed.txt vs the observer line (relative)
 PHONE_MAX_ROUNDS = 128  # top-up bound: 2 s of 125 decode steps up to 8000 tok/s
@@ -76,22 +79,20 @@ def round_problems(rounds: list[PerfStats]) -> list[str]:
     return [f"{p} ({n} of {len(rounds)} rounds)" for p, n in seen.items()]
 
 
-def phone_generation(pipeline: Any, case: Any, target: Any,
-                     workload: GoldenWorkload) -> Generate:
-    """One round of ``workload`` on ``target``'s phone per call: the workload's prompt with
-    ``seq_len - P`` new tokens (P from the case's tokenizer, BOS included)."""
+def phone_generation(run: RunCase, tokenizer_model: Path, workload: GoldenWorkload) -> Generate:
+    """One round of ``workload`` on a phone per call: ``run(prompt, seq_len - P)`` (P from the
+    case's tokenizer ``tokenizer_model``, BOS included)."""
     from pytest_qnn_genai.runtime.tokenizer import encode, load_tokenizer
 
-    tokenizer = load_tokenizer(case.path("tokenizer_model"))
+    tokenizer = load_tokenizer(tokenizer_model)
     new_tokens = workload.max_new_tokens(len(encode(tokenizer, workload.prompt)))
     eos_piece = tokenizer.piece(tokenizer.eos_id) if tokenizer.eos_id >= 0 else ""
 
     def generate() -> PhoneRound:
-        result = pipeline.run(case, target, workload.prompt, new_tokens)
-        return phone_round(result, workload.seq_len, eos_piece)
+        return phone_round(run(workload.prompt, new_tokens), workload.seq_len, eos_piece)
     return generate
 
 
-def phone_minimum(settings: Any, gated: tuple[str, ...]) -> Minimum:
+def phone_minimum(settings: Settings, gated: tuple[str, ...]) -> Minimum:
     """The knobs' minimum work on the figures with floors, up to :data:`PHONE_MAX_ROUNDS`."""
     return Minimum.from_settings(settings, gated=gated, max_rounds=PHONE_MAX_ROUNDS)

@@ -6,12 +6,17 @@ The only package of pytest_qnn_genai that imports pytest; nothing else imports i
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import pytest
 
 from pytest_qnn_genai import progress
 from pytest_qnn_genai.plugin import marks, options
 from pytest_qnn_genai.plugin.fixtures import *  # noqa: F403 (fixtures are registered from here)
 from pytest_qnn_genai.plugin.session import PAYLOAD, SESSION, QnnSession
+
+if TYPE_CHECKING:
+    from xdist.workermanage import WorkerController
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -57,12 +62,12 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter,
 
 
 @pytest.hookimpl(optionalhook=True)
-def pytest_configure_node(node: object) -> None:  # xdist WorkerController
+def pytest_configure_node(node: WorkerController) -> None:
     node.workerinput.update(node.config.stash[SESSION].worker_input())
 
 
 @pytest.hookimpl(optionalhook=True)
-def pytest_testnodedown(node: object, error: object) -> None:
+def pytest_testnodedown(node: WorkerController, error: object) -> None:
     node.config.stash[SESSION].merge_worker(getattr(node, "workeroutput", {}).get(PAYLOAD))
 
 

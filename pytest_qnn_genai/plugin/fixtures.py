@@ -6,6 +6,7 @@ Fixtures only wire stage functions to the cache and the parametrisation (``qnn_c
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
@@ -25,7 +26,7 @@ if TYPE_CHECKING:
     from pytest_qnn_genai.checks.parity import ParityTable
     from pytest_qnn_genai.devices.session import DeviceSessions
     from pytest_qnn_genai.golden.perf import GoldenPerf
-    from pytest_qnn_genai.perf.benchmark import QnnBenchmark
+    from pytest_qnn_genai.perf.benchmark import Generate, QnnBenchmark, Workload
     from pytest_qnn_genai.report.results import ResultsFile
     from pytest_qnn_genai.stages.compile import PteArtifacts
     from pytest_qnn_genai.stages.prepare import PreparedModel
@@ -134,9 +135,13 @@ def qnn_benchmark(benchmark: BenchmarkFixture, qnn_settings: Settings, qnn_pipel
     ``benchmark.extra_info``."""
     from pytest_qnn_genai.perf.benchmark import QnnBenchmark, generation_for
 
+    def default(pte: Path | str | None, workload: Workload | None) -> Generate:
+        return generation_for(
+            qnn_case, qnn_target,
+            lambda: Path(pte) if pte is not None else qnn_pipeline.pte(qnn_case, qnn_target).pte,
+            lambda prompt, n: qnn_pipeline.run(qnn_case, qnn_target, prompt, n), workload)
+
     return QnnBenchmark(
-        benchmark, qnn_settings, qnn_target,
-        lambda pte=None, workload=None: generation_for(qnn_pipeline, qnn_case, qnn_target, pte,
-                                                       workload),
+        benchmark, qnn_settings, qnn_target, default,
         labels={"model": qnn_case.name, "soc": qnn_target.soc.name,
                 "backend": qnn_target.backend, "device": qnn_target.device})

@@ -14,6 +14,7 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -53,7 +54,7 @@ def _flag(raw: Raw, knob: Knob, ctx: Context) -> bool:
 
 
 def _split(raw: Raw) -> list[str]:
-    items = [] if raw is None else [raw] if isinstance(raw, str) else list(raw)
+    items = [] if raw is None else [str(raw)] if isinstance(raw, (str, bool)) else list(raw)
     return [p.strip() for v in items for p in str(v).split(",") if p.strip()]
 
 
@@ -119,11 +120,12 @@ def _cache_dir(raw: Raw, knob: Knob, ctx: Context) -> Path:
     return _path(raw, knob, ctx) or default_cache_dir(ctx.environ, explicit=False).resolve()
 
 
-def number(kind: type, low: float, high: float | None = None, low_open: bool = False) -> Parser:
+def number(kind: type[int] | type[float], low: float, high: float | None = None,
+           low_open: bool = False) -> Parser:
     """A parser for ``kind`` (int or float) within ``[low, high]`` (``(low, ...`` if low_open)."""
     def parse(raw: Raw, knob: Knob, ctx: Context) -> int | float:
         try:
-            value = kind(str(raw).strip())
+            value: int | float = kind(str(raw).strip())
         except ValueError:
             raise OptionError(f"expected {'an integer' if kind is int else 'a number'}, "
                               f"got {raw!r}") from None
@@ -266,7 +268,7 @@ def resolve(getoption: Callable[[str], Raw], getini: Callable[[str], Raw], rootd
             environ: Mapping[str, str] | None = None) -> Settings:
     """The session's :class:`Settings`; a bad value is one ``pytest.UsageError`` naming the flag."""
     ctx = Context(rootdir, os.environ if environ is None else environ)
-    values = {}
+    values: dict[str, Any] = {}  # each parser returns its field's type (checked by the table test)
     for k in KNOBS:
         try:
             values[k.field] = k.parse(raw_value(k, getoption, getini, ctx.environ), k, ctx)

@@ -25,6 +25,8 @@ from pytest_qnn_genai.sdk import QnnSdk, SdkError, activate, resolve_sdk
 from pytest_qnn_genai.sdk.versions import dist_version, stack
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from pytest_qnn_genai.report.diff import FigureDiff
     from pytest_qnn_genai.targets import Target
 
@@ -69,7 +71,8 @@ class QnnSession:
                 self.baseline = load_baseline(self.settings.compare_to)
             except ResultsFileError as e:
                 raise pytest.UsageError(f"--qnn-compare-to: {e}") from None
-        self.report: tuple[object, list[object], list[FigureDiff]] | None = None
+        # (report folder, files written, diffs against the baseline), once the run has ended
+        self.report: tuple[Path | None, list[Path], list[FigureDiff]] | None = None
         self.devices_checked = False
         if self.workers and not self.is_worker:  # xdist workers cannot report a usage error:
             self.require_sdk()                   # the controller checks now (it collects nothing)
@@ -82,6 +85,9 @@ class QnnSession:
         """The QNN SDK, provisioned on first use (the emulator SDK's adapter is compiled then)."""
         if self._sdk is None:
             self._sdk = resolve_sdk(self.settings.qnn_sdk, self.settings.cache_dir)
+        if self._sdk is None:
+            raise SdkError("no QNN SDK: pass --qnn-sdk, set QNN_SDK_ROOT, or install "
+                           "onnxruntime-qnn for the emulator SDK")
         return self._sdk
 
     @property
@@ -296,7 +302,7 @@ def _xdist_workers(config: pytest.Config) -> int | None:
 
 def _needs_qnn(item: pytest.Item) -> bool:
     """True if ``item`` will run and uses the QNN SDK (directly or through the pipeline)."""
-    return "qnn_sdk" in item.fixturenames and not item.get_closest_marker("skip")
+    return "qnn_sdk" in getattr(item, "fixturenames", ()) and not item.get_closest_marker("skip")
 
 
 def _drives_phone(item: pytest.Item) -> bool:
@@ -305,7 +311,7 @@ def _drives_phone(item: pytest.Item) -> bool:
     target: Target | None = marks.item_target(item)
     if target is None or target.is_emulator or item.get_closest_marker("skip"):
         return False
-    return "qnn_devices" in item.fixturenames
+    return "qnn_devices" in getattr(item, "fixturenames", ())
 
 
 SESSION = pytest.StashKey[QnnSession]()

@@ -57,7 +57,7 @@ def plot_vs_golden(results: ResultsFile, goldens: Mapping[str, GoldenPerf],
             floor = golden.floor(*soc_backend[(model, target)], name) if golden else None
             if floor:
                 ax.hlines(floor, x - width / 2, x + width / 2, colors="black", linewidths=2.5,
-                          label=None if floor_labelled else "golden floor (phone)")
+                          label="_nolegend_" if floor_labelled else "golden floor (phone)")
                 floor_labelled = True
     ax.set_xticks(range(len(groups)), [f"{m}\n{t}" for m, t in groups], fontsize=8)
     ax.set_yscale("log")

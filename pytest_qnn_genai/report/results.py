@@ -18,11 +18,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 from pytest_qnn_genai.files import write_text_atomic
 from pytest_qnn_genai.report.diff import FigureKey, higher_is_better
 from pytest_qnn_genai.targets import EMULATOR, Target
+from pytest_qnn_genai.untyped import Json
 
 SCHEMA = 1
 RESULTS_NAME = "results.json"
@@ -85,7 +85,7 @@ class Record:
     soc: str
     backend: str
     device: str
-    values: dict[str, Any] = field(default_factory=dict)
+    values: dict[str, Json] = field(default_factory=dict)
     verdict: str | None = None  # "pass" | "fail" | "skip"; None = informational
     test: str = ""  # pytest node id
     note: str = ""
@@ -95,7 +95,7 @@ class Record:
             raise ValueError(f"record kind must be one of {', '.join(KINDS)}, got {self.kind!r}")
 
     @classmethod
-    def for_target(cls, kind: str, model: str, target: Target, values: Mapping[str, Any],
+    def for_target(cls, kind: str, model: str, target: Target, values: Mapping[str, Json],
                    verdict: str | None = None, test: str = "", note: str = "") -> Record:
         """A record for a :class:`~pytest_qnn_genai.targets.Target`."""
         return cls(kind, model, target.id, target.soc.name, target.backend, target.device,
@@ -105,15 +105,15 @@ class Record:
     def is_emulator(self) -> bool:
         return self.device == EMULATOR
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, Json]:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> Record:
+    def from_dict(cls, data: Mapping[str, Json]) -> Record:
         return cls(**data)
 
 
-def rate_or_time(name: str, value: Any) -> bool:
+def rate_or_time(name: str, value: Json) -> bool:
     """Whether a record value is a perf figure that runs can be compared on."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         return False
@@ -144,12 +144,12 @@ class ResultsFile:
         return {(r.model, r.target, name): float(v) for r in self.of_kind("perf")
                 for name, v in r.values.items() if rate_or_time(name, v)}
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, Json]:
         return {"schema": SCHEMA, "header": asdict(self.header),
                 "records": [r.to_dict() for r in self.records]}
 
     @classmethod
-    def from_dict(cls, data: Any, source: str = "results") -> ResultsFile:
+    def from_dict(cls, data: Json, source: str = "results") -> ResultsFile:
         """Rebuild from :meth:`to_dict` output; bad input raises :class:`ResultsFileError`."""
         if not isinstance(data, dict) or data.get("schema") != SCHEMA:
             got = data.get("schema") if isinstance(data, dict) else type(data).__name__

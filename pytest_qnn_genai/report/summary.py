@@ -3,7 +3,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
 from pytest_qnn_genai import text
 from pytest_qnn_genai.files import write_text_atomic
@@ -15,12 +14,13 @@ from pytest_qnn_genai.report.diff import (
     render_table,
 )
 from pytest_qnn_genai.report.results import Record, ResultsFile, rate_or_time
+from pytest_qnn_genai.untyped import Json
 
 SUMMARY_NAME = "summary.md"
 _NUMERIC_MAIN = ("sqnr_db", "cosine")
 
 
-def _details(values: Mapping[str, Any], skip: tuple[str, ...] = ()) -> str:
+def _details(values: Mapping[str, Json], skip: tuple[str, ...] = ()) -> str:
     return ", ".join(f"{k}={text.cell(v)}" for k, v in values.items() if k not in skip)
 
 

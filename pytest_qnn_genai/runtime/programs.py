@@ -11,9 +11,10 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from pytest_qnn_genai.files import file_sha256
+from pytest_qnn_genai.untyped import Upstream
 
 if TYPE_CHECKING:
     import torch
@@ -23,9 +24,9 @@ if TYPE_CHECKING:
 class LoadedProgram:
     """A loaded program, its loaded methods and what loading them cost."""
 
-    program: Any
+    program: Upstream  # executorch.runtime.Program
     program_s: float  # load_program time
-    methods: dict[str, Any] = field(default_factory=dict)
+    methods: dict[str, Upstream] = field(default_factory=dict)  # executorch.runtime.Method
     methods_s: float = 0.0  # load_method time of the methods loaded through :func:`load`
 
 
@@ -51,11 +52,11 @@ def load(path: Path | str, methods: Sequence[str] = ()) -> tuple[LoadedProgram, 
     return entry, reused
 
 
-def method(path: Path | str, name: str) -> Any:
+def method(path: Path | str, name: str) -> Upstream:
     """A loaded method of ``path``'s program (loaded once per process)."""
     return load(path, (name,))[0].methods[name]
 
 
-def run_method(pte: Path, inputs: Sequence[torch.Tensor], name: str = "forward") -> list[Any]:
+def run_method(pte: Path, inputs: Sequence[torch.Tensor], name: str = "forward") -> list[torch.Tensor]:
     """Execute one method of a .pte with ``executorch.runtime`` (the x86 HTP emulator for QNN)."""
     return list(method(pte, name).execute(list(inputs)))

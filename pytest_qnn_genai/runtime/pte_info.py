@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import torch
 
 from pytest_qnn_genai.runtime import programs
+from pytest_qnn_genai.untyped import Json, Upstream
 
 # ExecuTorch ScalarType codes (runtime/core/portable_type/scalar_type.h) -> torch dtype.
 _TORCH_DTYPES: dict[int, torch.dtype] = {
@@ -58,7 +58,7 @@ class MethodInfo:
     outputs: tuple[TensorMeta, ...]
     delegates: tuple[str, ...]  # backend ids of the method's delegate calls, e.g. ("QnnBackend",)
     cpu_operators: tuple[str, ...]  # non-delegated kernels, e.g. ("aten::add.out",)
-    qnn_options: tuple[dict[str, Any], ...] = ()  # each QnnBackend delegate's compile options
+    qnn_options: tuple[dict[str, Json], ...] = ()  # each QnnBackend delegate's compile options
 
     @property
     def is_constant(self) -> bool:
@@ -73,7 +73,7 @@ class PteInfo:
     path: Path
     size_bytes: int
     methods: dict[str, MethodInfo]
-    constants: dict[str, Any] = field(default_factory=dict)  # constant method -> value(s)
+    constants: dict[str, Json] = field(default_factory=dict)  # constant method -> value(s)
 
     @property
     def method_names(self) -> list[str]:
@@ -90,7 +90,7 @@ class PteInfo:
         return {d for m in self.methods.values() for d in m.delegates}
 
 
-def _plain(value: Any) -> Any:
+def _plain(value: Upstream) -> Json:
     if isinstance(value, torch.Tensor):
         return value.tolist()
     if isinstance(value, (list, tuple)):
@@ -98,12 +98,12 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def constant_values(program: Any) -> dict[str, Any]:
+def constant_values(program: Upstream) -> dict[str, Json]:
     """Execute every input-less method of a loaded ``executorch.runtime.Program``.
 
     A single output is returned as its value, several outputs as a list.
     """
-    out: dict[str, Any] = {}
+    out: dict[str, Json] = {}
     for name in sorted(program.method_names):
         if program.metadata(name).num_inputs() != 0:
             continue
@@ -115,11 +115,11 @@ def constant_values(program: Any) -> dict[str, Any]:
 _VALUE_KINDS = {"Int": "int", "Double": "float", "Bool": "bool", "String": "str", "Null": "none"}
 
 
-def _value_kinds(plan: Any, indices: list[int]) -> list[str]:
+def _value_kinds(plan: Upstream, indices: list[int]) -> list[str]:
     return [type(plan.values[i].val).__name__ for i in indices]
 
 
-def _io_meta(meta: Any, kinds: list[str], output: bool) -> tuple[TensorMeta, ...]:
+def _io_meta(meta: Upstream, kinds: list[str], output: bool) -> tuple[TensorMeta, ...]:
     items = []
     for i, kind in enumerate(kinds):
         if kind == "Tensor":  # never ask the runtime for tensor meta of a non-tensor: it crashes
@@ -130,23 +130,23 @@ def _io_meta(meta: Any, kinds: list[str], output: bool) -> tuple[TensorMeta, ...
     return tuple(items)
 
 
-def _called(plan: Any, kind: str, index_field: str) -> set[int]:
+def _called(plan: Upstream, kind: str, index_field: str) -> set[int]:
     """Indices (``index_field``) of every ``kind`` instruction in the plan's chains."""
     return {getattr(instr.instr_args, index_field) for chain in plan.chains
             for instr in chain.instructions if type(instr.instr_args).__name__ == kind}
 
 
-def _operator_names(plan: Any) -> tuple[str, ...]:
+def _operator_names(plan: Upstream) -> tuple[str, ...]:
     ops = (plan.operators[i] for i in _called(plan, "KernelCall", "op_index"))
     return tuple(sorted({f"{op.name}.{op.overload}" if op.overload else op.name for op in ops}))
 
 
-def _delegate_ids(plan: Any) -> tuple[str, ...]:
+def _delegate_ids(plan: Upstream) -> tuple[str, ...]:
     used = _called(plan, "DelegateCall", "delegate_index")
     return tuple(sorted({plan.delegates[i].id for i in used}))
 
 
-def _enum_names(value: Any) -> Any:
+def _enum_names(value: Upstream) -> Json:
     """A decoded options dataclass as plain data: enums by name, nested dataclasses as dicts."""
     from dataclasses import fields, is_dataclass
     from enum import Enum
@@ -160,7 +160,7 @@ def _enum_names(value: Any) -> Any:
     return value
 
 
-def _qnn_options(plan: Any) -> tuple[dict[str, Any], ...]:
+def _qnn_options(plan: Upstream) -> tuple[dict[str, Json], ...]:
     """The compile options each QnnBackend delegate of the plan was lowered with, decoded from the
     ``qnn_compile_spec`` flatbuffer the program carries (what the device will be told)."""
     from executorch.backends.qualcomm.serialization.qc_schema_serialize import (
@@ -178,7 +178,7 @@ def _qnn_options(plan: Any) -> tuple[dict[str, Any], ...]:
     return tuple(out)
 
 
-def _deserialize(data: bytes) -> Any:
+def _deserialize(data: bytes) -> Upstream:
     from executorch.exir._serialize._program import deserialize_pte_binary
 
     result = deserialize_pte_binary(data)
@@ -215,7 +215,7 @@ def inspect_pte(path: Path | str) -> PteInfo:
                    constants=constant_values(program))
 
 
-def compile_options(path: Path | str) -> dict[str, Any]:
+def compile_options(path: Path | str) -> dict[str, Json]:
     """The QNN compile options the program was lowered with: the one set every QnnBackend
     delegate carries (:class:`PteInfoError` when there is none, or the delegates disagree)."""
     info = inspect_pte(path)

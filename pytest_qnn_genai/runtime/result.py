@@ -2,9 +2,10 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any
 
 import numpy as np
+
+from pytest_qnn_genai.untyped import Json
 
 
 @dataclass(frozen=True)
@@ -18,7 +19,7 @@ class PerfStats:
     decode_tok_s: float
     ttft_s: float
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, Json]:
         """Plain-JSON form."""
         return asdict(self)
 
@@ -37,4 +38,4 @@ class RunResult:
     perf: PerfStats
     logits: np.ndarray | None = None
     device: str = "x86-emulator"
-    extra: dict[str, Any] = field(default_factory=dict)
+    extra: dict[str, Json] = field(default_factory=dict)

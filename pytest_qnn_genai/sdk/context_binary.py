@@ -35,7 +35,7 @@ import struct
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from pytest_qnn_genai.sdk.emulator import LIB_SUBDIR
 from pytest_qnn_genai.sdk.qnn_headers import (
@@ -46,7 +46,9 @@ from pytest_qnn_genai.sdk.qnn_headers import (
     ErrorHandle,
     HtpContextBlobInfo,
     QnnHtpOnChipDeviceInfo,
+    QnnPlatformInfo,
     QnnSystemContextBinaryInfo,
+    QnnSystemContextGraphInfo,
     QnnSystemInterface,
 )
 
@@ -122,7 +124,7 @@ def soc_name(model: int | None) -> str | None:
     except ImportError:  # pragma: no cover - executorch is a hard dependency
         return None
     try:
-        return QcomChipset(model).name
+        return str(QcomChipset(model).name)
     except ValueError:
         return None
 
@@ -202,14 +204,15 @@ def _system_interface(lib_dir: Path) -> QnnSystemInterface:
     if rc != 0 or count.value == 0:
         raise ContextBinaryError(f"{path}: QnnSystemInterface_getProviders failed (error {rc}, "
                                  f"{count.value} providers)")
-    iface = providers[0].contents
+    iface: QnnSystemInterface = providers[0].contents
     if not (iface.table.create and iface.table.getBinaryInfo and iface.table.free):
         raise ContextBinaryError(f"{path}: the system interface has no context functions")
     _SYSTEM_CACHE[path] = iface
     return iface
 
 
-def _htp_device(platform: Any) -> QnnHtpOnChipDeviceInfo | None:  # POINTER(QnnPlatformInfo)
+def _htp_device(platform: ctypes._Pointer[QnnPlatformInfo] | None,
+                ) -> QnnHtpOnChipDeviceInfo | None:
     if not platform or platform.contents.version != 1:
         return None
     devices = platform.contents.v1
@@ -222,7 +225,8 @@ def _htp_device(platform: Any) -> QnnHtpOnChipDeviceInfo | None:  # POINTER(QnnP
     return ext.onChipDevice if ext.devType == 0 else None
 
 
-def _graph_names(count: int, graphs: Any) -> tuple[str, ...]:  # POINTER(...GraphInfo)
+def _graph_names(count: int, graphs: ctypes._Pointer[QnnSystemContextGraphInfo],
+                 ) -> tuple[str, ...]:
     names = []
     for i in range(count):
         g = graphs[i]

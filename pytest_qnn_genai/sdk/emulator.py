@@ -165,7 +165,7 @@ def is_emulator_sdk(root: Path) -> bool:
 
 def manifest(root: Path) -> dict[str, str]:
     """The provisioning record of an emulator SDK folder."""
-    return json.loads((root / MANIFEST).read_text())
+    return {str(k): str(v) for k, v in json.loads((root / MANIFEST).read_text()).items()}
 
 
 def installed_wheel_version() -> str | None:

@@ -117,7 +117,8 @@ class QnnPlatformInfo(ctypes.Structure):
     _fields_ = [("version", ctypes.c_uint32), ("v1", QnnPlatformInfoV1)]
 
 
-_BINARY_INFO_HEAD = [  # common to QnnSystemContext_BinaryInfoV1/V2/V3_t
+_Field = tuple[str, type[ctypes.Structure] | type[ctypes.c_uint32] | type[ctypes.c_char_p]]
+_BINARY_INFO_HEAD: list[_Field] = [  # common to QnnSystemContext_BinaryInfoV1/V2/V3_t
     ("backendId", ctypes.c_uint32), ("buildId", ctypes.c_char_p),
     ("coreApiVersion", QnnVersion), ("backendApiVersion", QnnVersion),
     ("socVersion", ctypes.c_char_p)]

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from pytest_qnn_genai.hybrid import LOWERED_GRAPHS, TEXT_DECODER
 from pytest_qnn_genai.sdk import require_active
@@ -23,6 +23,7 @@ from pytest_qnn_genai.stages.quantize import (
     quant_io_tagger,
 )
 from pytest_qnn_genai.targets import Target
+from pytest_qnn_genai.untyped import Json, Upstream
 
 if TYPE_CHECKING:
     from executorch.exir.backend.compile_spec_schema import CompileSpec
@@ -35,7 +36,7 @@ COMPILE_SPEC_JSON = "compile_spec.json"
 
 
 def compile_spec_data(target: Target,
-                      graph_names: tuple[str, ...] = LOWERED_GRAPHS) -> dict[str, Any]:
+                      graph_names: tuple[str, ...] = LOWERED_GRAPHS) -> dict[str, Json]:
     """The compile spec for ``target`` as readable data (what the legacy flow would pass).
 
     The x86 emulator supports neither shared buffers nor weight sharing, so those are on only for
@@ -75,7 +76,7 @@ def compile_specs(target: Target, precision: str = "quantized") -> list[CompileS
     return _compile_specs(spec, target)
 
 
-def _compile_specs(spec: dict[str, Any], target: Target) -> list[CompileSpec]:
+def _compile_specs(spec: dict[str, Json], target: Target) -> list[CompileSpec]:
     """executorch ``CompileSpec`` list built from :func:`compile_spec_data`'s dict."""
     from executorch.backends.qualcomm.serialization.qc_schema import (
         QnnExecuTorchHtpPerformanceMode,
@@ -91,13 +92,14 @@ def _compile_specs(spec: dict[str, Any], target: Target) -> list[CompileSpec]:
         use_multi_contexts=o["use_multi_contexts"], use_weight_sharing=o["use_weight_sharing"],
         use_slc_allocator=o["use_slc_allocator"],
         htp_performance_mode=QnnExecuTorchHtpPerformanceMode[o["performance_mode"]])
-    return generate_qnn_executorch_compiler_spec(
+    specs: list[CompileSpec] = generate_qnn_executorch_compiler_spec(
         soc_model=target.soc.chipset, backend_options=backend_options,
         shared_buffer=spec["shared_buffer"], use_mha2sha=spec["use_mha2sha"],
         online_prepare=spec["online_prepare"])
+    return specs
 
 
-def _passes(qdq: QdqArtifacts, graph: str) -> tuple[Any, Any]:
+def _passes(qdq: QdqArtifacts, graph: str) -> tuple[Upstream, Upstream]:
     """Capture-program passes and dependency table for one graph, with its IO tagging on."""
     from executorch.backends.qualcomm._passes import TagQuantIO
     from executorch.backends.qualcomm._passes.qnn_pass_manager import get_qnn_pass_manager_cls
@@ -126,7 +128,7 @@ class PteArtifacts:
 
     out_dir: Path
     artifacts: dict[str, str]
-    compile_spec: dict[str, Any]
+    compile_spec: dict[str, Json]
 
     @classmethod
     def load(cls, out_dir: Path) -> PteArtifacts:

@@ -26,7 +26,6 @@ from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any
 
 import torch
 
@@ -36,6 +35,7 @@ from pytest_qnn_genai.sdk import require_active
 from pytest_qnn_genai.stages import recipe as recipes
 from pytest_qnn_genai.stages.prepare import PreparedModel
 from pytest_qnn_genai.targets import UNSUPPORTED_BACKENDS, SocSpec
+from pytest_qnn_genai.untyped import Json, Upstream
 
 QDQ_JSON = "qdq.json"
 FORMAT_VERSION = 1
@@ -65,9 +65,9 @@ def _register_qdq_ops() -> None:
 class DecoderView:
     """The state upstream ``TextDecoder`` methods read: graph metadata, IO shapes, the module."""
 
-    meta: dict[str, Any]
+    meta: dict[str, Json]
     decoder_model: str
-    decoder: Any = None
+    decoder: Upstream = None
 
     @property
     def control_args(self) -> SimpleNamespace:
@@ -85,8 +85,8 @@ class DecoderView:
         return {(hd, ctx), (ctx, hd), (hd, ar), (ar, hd)}
 
 
-def quant_io_tagger(meta: dict[str, Any], decoder_model: str,
-                    fixed_point_type: dict[str, str]) -> Callable[[torch.fx.Node], Any]:
+def quant_io_tagger(meta: dict[str, Json], decoder_model: str,
+                    fixed_point_type: dict[str, str]) -> Callable[[torch.fx.Node], Upstream]:
     """The ``get_quant_io_dtype_fn`` the legacy flow gives ``TagQuantIO`` for one graph."""
     fpt = {k: _DTYPES[v] for k, v in fixed_point_type.items()}
     view = DecoderView(meta, decoder_model)
@@ -101,7 +101,7 @@ def _encoding_override(source: torch.fx.GraphModule, target: torch.fx.GraphModul
         ctx, quantized_model=source, unquantized_model=target, override_kv_cache=True)
 
 
-def _io_quant_attrs(view: DecoderView) -> dict[str, Any]:
+def _io_quant_attrs(view: DecoderView) -> dict[str, Json]:
     """Logits scale/zero point and every KV output's quant attrs, read from a converted graph."""
     wrappers = llama_example.llm_wrappers()
     view.meta = dict(view.meta)
@@ -109,7 +109,8 @@ def _io_quant_attrs(view: DecoderView) -> dict[str, Any]:
     wrappers.TextDecoder._save_output_kv_cache_quant_attrs(view)
     keys = ("get_logits_scale", "get_logits_zero_point")
     attrs = {k: v for k, v in view.meta.items() if k in keys or k.startswith("get_kv_output_")}
-    return json.loads(json.dumps(attrs))  # plain floats/ints/strs, as they will be stored
+    plain: dict[str, Json] = json.loads(json.dumps(attrs))  # floats/ints/strs, as stored
+    return plain
 
 
 def _quantize_graph(prepared: PreparedModel, name: str, soc: SocSpec, backend: str,
@@ -132,10 +133,11 @@ def _quantize_graph(prepared: PreparedModel, name: str, soc: SocSpec, backend: s
             if i == 0 and candidates:  # as PTQStrategy._calibrate: SeqMSE on the first batch
                 with SeqMSE(gm, candidates):
                     gm(*batch)
-        return convert_pt2e(gm)
+        converted: torch.fx.GraphModule = convert_pt2e(gm)
+        return converted
 
 
-def _spec(inputs: tuple) -> list[list[Any]]:
+def _spec(inputs: tuple) -> list[list[Json]]:
     return [[list(t.shape), str(t.dtype).removeprefix("torch.")] for t in inputs]
 
 
@@ -144,8 +146,8 @@ class QdqArtifacts:
     """Quantize's files: one QDQ ``.pt2`` per graph plus ``qdq.json``."""
 
     out_dir: Path
-    data: dict[str, Any]
-    _programs: dict[str, Any] = field(default_factory=dict, repr=False)
+    data: dict[str, Json]
+    _programs: dict[str, torch.export.ExportedProgram] = field(default_factory=dict, repr=False)
 
     @classmethod
     def load(cls, out_dir: Path) -> QdqArtifacts:
@@ -161,18 +163,20 @@ class QdqArtifacts:
         return cls(out_dir, data)
 
     @property
-    def metadata(self) -> dict[str, Any]:
+    def metadata(self) -> dict[str, Json]:
         """Constant methods for the .pte (the decode graph's metadata + IO quant attrs)."""
-        return self.data["metadata"]
+        metadata: dict[str, Json] = self.data["metadata"]
+        return metadata
 
     def path(self, name: str) -> Path:
-        return self.out_dir / self.data["graphs"][name]["file"]
+        return self.out_dir / str(self.data["graphs"][name]["file"])
 
     def exported(self, name: str) -> torch.export.ExportedProgram:
         """The saved ``ExportedProgram`` of graph ``name``."""
         if name not in self._programs:
             _register_qdq_ops()
-            self._programs[name] = torch.export.load(str(self.path(name)))
+            program: torch.export.ExportedProgram = torch.export.load(str(self.path(name)))
+            self._programs[name] = program
         return self._programs[name]
 
     def graph(self, name: str) -> torch.fx.GraphModule:

@@ -14,17 +14,16 @@ whose activations are 8-bit (8a8w) has no 16-bit KV IO: one line.
 """
 from __future__ import annotations
 
-from typing import Any
-
 from pytest_qnn_genai.compat import llama_example
 from pytest_qnn_genai.models.registry import ModelCase
+from pytest_qnn_genai.untyped import Json, Upstream
 
 
 class RecipeError(ValueError):
     """A model case's quant recipe label does not match what the pipeline would apply."""
 
 
-def _llm_config(case: ModelCase) -> Any:
+def _llm_config(case: ModelCase) -> Upstream:
     """llama.py's ``LLMModelConfig`` for ``case.decoder_model`` (``SUPPORTED_LLM_MODELS``)."""
     configs = llama_example.package().SUPPORTED_LLM_MODELS
     if case.decoder_model not in configs:
@@ -50,17 +49,17 @@ def seq_mse_candidates(case: ModelCase) -> int:
 def recipe_class(case: ModelCase) -> type:
     """The executorch ``StaticLLMQuantRecipe`` subclass the legacy flow uses for ``case``."""
     cls = _llm_config(case).quant_recipe
-    if cls is None:
+    if not isinstance(cls, type):
         raise RecipeError(f"{case.name}: executorch has no quant recipe for {case.decoder_model!r}")
     return cls
 
 
-def dtype_label(recipe: Any) -> str:
+def dtype_label(recipe: Upstream) -> str:
     """``QuantDtype.use_16a4w`` → ``"16a4w"``."""
-    return recipe.default_quant_dtype.name.removeprefix("use_")
+    return str(recipe.default_quant_dtype.name).removeprefix("use_")
 
 
-def make_recipe(case: ModelCase, verbose: bool = False) -> Any:
+def make_recipe(case: ModelCase, verbose: bool = False) -> Upstream:
     """A fresh recipe instance for ``case`` (one per graph, as the legacy flow does), checked;
     a variant asking for 16-bit KV IO gets it (see the module docstring)."""
     recipe = recipe_class(case)(verbose)
@@ -79,7 +78,7 @@ def make_recipe(case: ModelCase, verbose: bool = False) -> Any:
     return recipe
 
 
-def describe(recipe: Any) -> dict[str, Any]:
+def describe(recipe: Upstream) -> dict[str, Json]:
     """The recipe as readable data (for ``qdq.json``)."""
     return {
         "class": f"{type(recipe).__module__}.{type(recipe).__qualname__}",

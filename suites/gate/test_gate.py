@@ -16,6 +16,7 @@ import pytest
 
 from pytest_qnn_genai.checks import generation, numerics, parity
 from pytest_qnn_genai.golden import continuation
+from pytest_qnn_genai.hybrid import GRAPH_METHODS
 from pytest_qnn_genai.runtime.pte_info import inspect_pte
 from pytest_qnn_genai.sdk.context_binary import check_target, describe_pte
 
@@ -30,7 +31,6 @@ MIN_TARGET_ROW_COSINE = 0.995
 MIN_TARGET_SQNR_DB = 30.0
 MAX_PTE_BYTES = 2_020_000  # ExecuTorch's own bound for stories260k (test_llama_stories_260k)
 
-GRAPH_METHODS = ["kv_forward", "prefill_forward"]
 EXPECTED_CONSTANTS = {"get_max_seq_len": "max_seq_len", "get_max_context_len": "max_context_len",
                       "get_kv_io_bit_width": "kv_io_bit_width"}
 
@@ -53,7 +53,7 @@ def test_context_binary_is_for_the_target(qnn_pte, qnn_target, qnn_sdk) -> None:
 
 def test_pte_program(qnn_pte, qnn_qdq, qnn_case) -> None:
     info = inspect_pte(qnn_pte.pte)
-    assert info.graph_methods == GRAPH_METHODS
+    assert tuple(info.graph_methods) == GRAPH_METHODS
     for name in GRAPH_METHODS:
         method = info.methods[name]
         assert method.delegates == ("QnnBackend",), f"{name}: {method.delegates}"

@@ -3,10 +3,16 @@ emulator, or the phone through its runner) for the same model case × target, th
 table, and syrupy snapshots under golden/snapshots/."""
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import pytest
 
 from pytest_qnn_genai.checks import parity
 from pytest_qnn_genai.golden.snapshots import golden_extension
+
+if TYPE_CHECKING:
+    from pytest_qnn_genai.flows.base import FlowArtifacts
+    from pytest_qnn_genai.runtime.result import RunResult
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -29,12 +35,12 @@ def parity_table(qnn_parity) -> parity.ParityTable:  # noqa: ANN001
 
 
 @pytest.fixture(scope="session")
-def legacy_artifacts(qnn_pipeline, qnn_sdk, qnn_case, qnn_target):  # -> FlowArtifacts
+def legacy_artifacts(qnn_pipeline, qnn_sdk, qnn_case, qnn_target) -> FlowArtifacts:
     return qnn_pipeline.artifacts("legacy", qnn_case, qnn_target)
 
 
 @pytest.fixture(scope="session")
-def new_artifacts(qnn_pipeline, qnn_sdk, qnn_case, qnn_target):  # -> FlowArtifacts
+def new_artifacts(qnn_pipeline, qnn_sdk, qnn_case, qnn_target) -> FlowArtifacts:
     return qnn_pipeline.artifacts("new", qnn_case, qnn_target)
 
 
@@ -48,7 +54,7 @@ def new_signature(new_artifacts) -> parity.Signature:
     return parity.program_signature(new_artifacts.pte)
 
 
-def _run(pipeline, artifacts, case, target):  # noqa: ANN001 -> RunResult
+def _run(pipeline, artifacts, case, target) -> RunResult:
     """A flow's own build on the target: the emulator in this process, a phone through its
     runner (each flow's phone build, pushed by content; logits from the kv-mode run)."""
     return pipeline.run_pte(case, target, artifacts.pte, logits=True)

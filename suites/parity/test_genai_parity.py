@@ -7,10 +7,15 @@ which fails the run until the mark is removed and the parity checks run for real
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import pytest
 
 from pytest_qnn_genai.checks import parity
 from pytest_qnn_genai.flows.genai import GenAIUnavailable, unavailable_reason
+
+if TYPE_CHECKING:
+    from pytest_qnn_genai.flows.base import FlowArtifacts
 
 # strict: the day upstream implements compilation these tests pass, and XPASS fails the run until
 # this mark is removed; raises: any failure but upstream's exact "no body yet" fails them.
@@ -19,7 +24,7 @@ pytestmark = [pytest.mark.parity, pytest.mark.flow("genai", "new"),
 
 
 @pytest.fixture(scope="session")
-def genai_artifacts(qnn_pipeline, qnn_sdk, qnn_case, qnn_target):  # -> FlowArtifacts
+def genai_artifacts(qnn_pipeline, qnn_sdk, qnn_case, qnn_target) -> FlowArtifacts:
     return qnn_pipeline.artifacts("genai", qnn_case, qnn_target)
 
 

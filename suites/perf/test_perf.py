@@ -20,6 +20,7 @@ rounds are run until it does. Every figure goes into the run's records (``--qnn-
 from __future__ import annotations
 
 from datetime import date
+from functools import partial
 
 import pytest
 
@@ -63,7 +64,8 @@ def test_phone_meets_golden_floors(qnn_benchmark, qnn_pipeline, qnn_case, qnn_ta
     if failures:  # the floors say nothing about this build: measuring would compare nothing
         _record(qnn_results, qnn_case, qnn_target, request, {}, failures)
         pytest.fail("\n".join(failures), pytrace=False)
-    result = qnn_benchmark(phone_generation(qnn_pipeline, qnn_case, qnn_target, workload),
+    run = partial(qnn_pipeline.run, qnn_case, qnn_target)
+    result = qnn_benchmark(phone_generation(run, qnn_case.path("tokenizer_model"), workload),
                            minimum=phone_minimum(qnn_settings, gated))
     figures = result.figures()
     failures = result.shortfall + round_problems(result.rounds)

@@ -10,11 +10,15 @@ from __future__ import annotations
 
 import contextlib
 from pathlib import Path
+from typing import TYPE_CHECKING
 from unittest import mock
 
 import pytest
 
 from pytest_qnn_genai.checks import encodings, parity
+
+if TYPE_CHECKING:
+    from pytest_qnn_genai.models.registry import ModelCase
 
 pytestmark = [pytest.mark.parity, pytest.mark.flow("legacy", "new")]
 
@@ -71,7 +75,7 @@ def test_perturbed_encodings_fail_with_a_per_layer_table(legacy, perturbed_qdq) 
 
 
 @pytest.fixture(scope="session")
-def llama3_case():  # -> ModelCase
+def llama3_case() -> ModelCase:
     from pytest_qnn_genai.models.registry import available
 
     return available()["llama3_2_toy"]

@@ -84,7 +84,7 @@ def launcher(tmp_path: Path, qnn_sdk) -> Path:
 
 
 @pytest.fixture
-def gate_pte(qnn_pipeline, case, sm8650_emulator):  # -> (path, digest)
+def gate_pte(qnn_pipeline, case, sm8650_emulator) -> tuple[Path, str]:
     """The gate's SM8650 .pte from the cache (the lead's suites build the same entry)."""
     entry = qnn_pipeline.pte_entry(case, sm8650_emulator)
     return qnn_pipeline.pte(case, sm8650_emulator).pte, entry.digest
@@ -105,8 +105,9 @@ def _session(adb_server, adb_client, launcher, device_libs, local: Path) -> Devi
     settings = SimpleNamespace(adb_host=f"127.0.0.1:{adb_server.port}", adb_path=adb_client,
                                runner=str(launcher), qnn_device_libs=str(device_libs),
                                qnn_sdk=None)
-    return DeviceSession.from_settings(settings, SERIAL, soc("SM8650"), local,
-                                       command_timeout_s=30.0, retry=FAST_RETRY)
+    transport = device_setup.adb_device(settings, SERIAL, command_timeout_s=30.0,
+                                        retry=FAST_RETRY)
+    return DeviceSession.from_settings(settings, SERIAL, soc("SM8650"), local, transport)
 
 
 def _calls(device: FakeDevice, runner: str = RUNNER_CALL) -> list[str]:

@@ -17,7 +17,7 @@ from pytest_qnn_genai.perf.benchmark import (
     host_generation,
     measure,
 )
-from pytest_qnn_genai.perf.gate import Contender, Interleaved, relative_gate
+from pytest_qnn_genai.perf.gate import ABOutcome, Contender, Interleaved, relative_gate
 from pytest_qnn_genai.perf.gate import ab_gate as _ab_gate
 from pytest_qnn_genai.perf.lockstep import Lockstep
 from pytest_qnn_genai.report.diff import compare
@@ -32,7 +32,7 @@ ONE_CASE = ("--models", "stories260k")
 VERSIONS = {"torch": "t", "executorch": "e", "qairt": "q", "pytest-qnn-genai": "p"}
 
 
-def ab_gate(a: Contender, b: Contender, **kwargs):  # -> ABOutcome
+def ab_gate(a: Contender, b: Contender, **kwargs) -> ABOutcome:
     """The gate over whole generations, interleaved (A's round, then B's)."""
     return _ab_gate(Interleaved(a, b), **kwargs)
 
@@ -170,7 +170,7 @@ def test_second_report_with_a_slowed_variant_is_a_regression(tmp_path: Path) -> 
 
 # -- the emulator: a runner slowed per call, in lockstep with the normal one --------------------
 @pytest.fixture(scope="module")
-def new_pte(qnn_pipeline, qnn_sdk, case):  # -> Path
+def new_pte(qnn_pipeline, qnn_sdk, case) -> Path:
     return qnn_pipeline.pte(case, EMU).pte
 
 

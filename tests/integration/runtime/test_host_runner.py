@@ -5,6 +5,7 @@ import functools
 import math
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pytest
@@ -15,6 +16,9 @@ from pytest_qnn_genai.models.registry import ModelCase
 from pytest_qnn_genai.runtime.host_runner import HybridRunner, HybridRunnerError
 from pytest_qnn_genai.runtime.result import RunResult
 from pytest_qnn_genai.targets import Target, soc
+
+if TYPE_CHECKING:
+    import torch
 
 N_NEW = 24
 MIN_COSINE = 0.99
@@ -53,7 +57,7 @@ class _FrozenCacheRunner(HybridRunner):
 
 
 @functools.lru_cache(maxsize=2)
-def _qdq_program(qdq_path: Path):  # -> torch.export.ExportedProgram
+def _qdq_program(qdq_path: Path) -> torch.export.ExportedProgram:
     import executorch.backends.qualcomm.quantizer.quantizer  # noqa: F401  (quantized ops)
     import torch
 

@@ -117,23 +117,23 @@ def test_the_stand_in_runners_inference_speed_agrees_with_its_observer_line(
                                                           rel=1e-4)
 
 
-class _Pipeline:
-    """What phone_generation calls: ``run(case, target, prompt, max_new_tokens)``."""
+class _Runs:
+    """What phone_generation calls: ``run(prompt, max_new_tokens)``."""
 
     def __init__(self, generated: int) -> None:
         self.generated, self.calls = generated, []
 
-    def run(self, case, target, prompt, max_new_tokens):  # noqa: ANN001
+    def __call__(self, prompt, max_new_tokens):  # noqa: ANN001
         self.calls.append((prompt, max_new_tokens))
         return _result(_perf(generated=self.generated))
 
 
 def test_phone_generation_asks_for_seq_len_minus_the_prompt(case) -> None:
-    pipeline = _Pipeline(generated=126)
-    round_ = phone_generation(pipeline, case, None, WORKLOAD)()
-    assert pipeline.calls == [("Once", 126)]  # "Once" is BOS + 1 token: 128 - 2
+    runs = _Runs(generated=126)
+    round_ = phone_generation(runs, case.path("tokenizer_model"), WORKLOAD)()
+    assert runs.calls == [("Once", 126)]  # "Once" is BOS + 1 token: 128 - 2
     assert round_.problems == ()
-    short = phone_generation(_Pipeline(generated=125), case, None, WORKLOAD)()
+    short = phone_generation(_Runs(generated=125), case.path("tokenizer_model"), WORKLOAD)()
     assert "= 127 tokens" in short.problems[0]
 
 
