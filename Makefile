@@ -31,10 +31,13 @@ adb:
 gate: install
 	$(PY) -m pytest suites --soc $(SOC) $(PYTEST_ARGS)
 
-# ruff and the import-linter layer contracts (pyproject.toml)
+# ruff, the import-linter layer contracts and mypy (pyproject.toml): the package strictly,
+# suites/, scripts/ and the plugin's own tests at mypy's default level
 lint: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/lint-imports
+	$(VENV)/bin/mypy pytest_qnn_genai
+	$(VENV)/bin/mypy suites tests scripts
 
 # the fast tier: no builds; both cores (pytest-xdist) keep it near half a minute
 unit: install

@@ -24,7 +24,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
 CACHE_LINE = re.compile(r"(\d+) hits, (\d+) builds")
+PYTEST_TIMEOUT_S = 3600  # a cold gate on 2 cores takes ~10 min
 
 
 def _table(rows: list[tuple[str, str]]) -> str:
@@ -38,15 +40,16 @@ def overhead(cache_dir: Path, rounds: int, max_new_tokens: int) -> list[tuple[st
 
     from pytest_qnn_genai.cache import ArtifactCache
     from pytest_qnn_genai.models.registry import available
-    from pytest_qnn_genai.perf.benchmark import Workload
+    from pytest_qnn_genai.perf.benchmark import Workload, fit_workload
     from pytest_qnn_genai.pipeline import Pipeline
     from pytest_qnn_genai.runtime.host_runner import HybridRunner
-    from pytest_qnn_genai.runtime.tokenizer import encode, load_tokenizer
     from pytest_qnn_genai.sdk import activate, resolve_sdk
     from pytest_qnn_genai.sdk.versions import stack
     from pytest_qnn_genai.targets import Target, soc
 
     sdk = resolve_sdk(None, cache_dir)
+    if sdk is None:
+        raise SystemExit("bench_harness: no QNN SDK (install onnxruntime-qnn or set QNN_SDK_ROOT)")
     activate(sdk)
     case, target = available()["stories260k"], Target(soc("SM8650"))
     pipeline = Pipeline(ArtifactCache(cache_dir / "artifacts", stack(sdk)))
@@ -58,8 +61,8 @@ def overhead(cache_dir: Path, rounds: int, max_new_tokens: int) -> list[tuple[st
                                                f"{max_new_tokens} new tokens, {rounds} rounds")]
     for name, pte in ptes.items():
         runner = HybridRunner(pte)
-        ids = encode(load_tokenizer(case.path("tokenizer_model")), workload.prompt,
-                     runner.bos_id)[:runner.max_prompt_len]
+        ids, max_new_tokens = fit_workload(Workload(workload.prompt, max_new_tokens),
+                                           case.path("tokenizer_model"), [runner])
         runner.generate(ids, max_new_tokens, stop_at_eos=False)  # warm-up
         over, execute, wall = [], [], []
         for _ in range(rounds):
@@ -83,7 +86,7 @@ def overhead(cache_dir: Path, rounds: int, max_new_tokens: int) -> list[tuple[st
 def _pytest(args: list[str]) -> tuple[float, str, int]:
     start = time.perf_counter()
     proc = subprocess.run([sys.executable, "-m", "pytest", *args, "-p", "no:cacheprovider", "-q"],
-                          cwd=ROOT, capture_output=True, text=True)
+                          cwd=ROOT, capture_output=True, text=True, timeout=PYTEST_TIMEOUT_S)
     return time.perf_counter() - start, proc.stdout + proc.stderr, proc.returncode
 
 
@@ -108,10 +111,11 @@ def cold_warm(soc_name: str, workers: int) -> list[tuple[str, str]]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from pytest_qnn_genai.settings import default_cache_dir
+
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("what", choices=("overhead", "cold-warm", "all"))
-    parser.add_argument("--cache-dir", type=Path,
-                        default=Path.home() / ".cache" / "pytest-qnn-genai")
+    parser.add_argument("--cache-dir", type=Path, default=default_cache_dir())
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--max-new-tokens", type=int, default=24)
     parser.add_argument("--soc", default="SM8650")

@@ -23,10 +23,11 @@ device session; each round is a :class:`PhoneRound`: the runner's observer figur
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from pytest_qnn_genai.perf.benchmark import Generate, Minimum, RunCase, observed_inference_speed
+from pytest_qnn_genai.perf.benchmark import Minimum, RunCase, observed_inference_speed
 from pytest_qnn_genai.runtime.result import PerfStats
 
 if TYPE_CHECKING:
@@ -79,7 +80,8 @@ def round_problems(rounds: list[PerfStats]) -> list[str]:
     return [f"{p} ({n} of {len(rounds)} rounds)" for p, n in seen.items()]
 
 
-def phone_generation(run: RunCase, tokenizer_model: Path, workload: GoldenWorkload) -> Generate:
+def phone_generation(run: RunCase, tokenizer_model: Path, workload: GoldenWorkload,
+                     ) -> Callable[[], PhoneRound]:
     """One round of ``workload`` on a phone per call: ``run(prompt, seq_len - P)`` (P from the
     case's tokenizer ``tokenizer_model``, BOS included)."""
     from pytest_qnn_genai.runtime.tokenizer import encode, load_tokenizer

@@ -61,8 +61,8 @@ def test_pte_program(qnn_pte, qnn_qdq, qnn_case) -> None:
     assert info.delegates == {"QnnBackend"}
     params = qnn_case.params_dict
     constants = info.constants
-    for method, attr in EXPECTED_CONSTANTS.items():
-        assert constants[method] == getattr(qnn_case, attr), method
+    for constant, attr in EXPECTED_CONSTANTS.items():
+        assert constants[constant] == getattr(qnn_case, attr), constant
     assert constants["get_n_layers"] == params["n_layers"]
     assert constants["get_vocab_size"] == params["vocab_size"]
     assert constants["get_n_kv_heads"] == params["n_kv_heads"]

@@ -117,7 +117,8 @@ def parse_gflags(argv: list[str], flags: dict[str, tuple[Callable[[str], Any], A
                      "0": False, "f": False, "false": False, "n": False, "no": False}
             values[key] = truth[value.lower()] if kind is bool else kind(value)
         except (KeyError, ValueError):
-            name = {bool: "bool", int: "int32", float: "double"}.get(kind, kind.__name__)
+            names: dict[object, str] = {bool: "bool", int: "int32", float: "double"}
+            name = names.get(kind, getattr(kind, "__name__", str(kind)))
             raise FlagError(f"ERROR: illegal value '{value}' specified for {name} flag "
                             f"'{key}'") from None
         explicit.add(key)
@@ -129,7 +130,8 @@ class Console:
     and ET_LOG stderr lines in runtime/platform/default/posix.cpp:et_pal_emit_log_message form."""
 
     def __init__(self, stdout: IO[str], stderr: IO[str]) -> None:
-        self.stdout, self.stderr, self._held = stdout, stderr, []
+        self.stdout, self.stderr = stdout, stderr
+        self._held: list[str] = []
         self._t0 = time.monotonic()
 
     def out(self, text: str) -> None:
@@ -212,7 +214,10 @@ def activate_qnn_sdk() -> None:
 
     from pytest_qnn_genai.sdk import activate, resolve_sdk
 
-    activate(resolve_sdk(sdk_root, Path(sdk_root)))
+    sdk = resolve_sdk(sdk_root, Path(sdk_root))
+    if sdk is None:
+        raise RuntimeError(f"no QNN SDK at {sdk_root}")
+    activate(sdk)
 
 
 def _shapes(path: str) -> list[list[int]]:

@@ -44,7 +44,7 @@ PREFILL, KV = "prefill_forward", "kv_forward"
 RC, TG, LHD = "runner.cpp", "token_generator.cpp", "lhd_token_generator.cpp"
 
 # qnn_llama_runner.cpp DEFINE_* (name -> (type, default))
-FLAGS: dict[str, tuple[type, Any]] = {
+FLAGS: dict[str, tuple[Callable[[str], Any], Any]] = {
     "decoder_model_version": (str, "llama2"), "model_path": (str, "kv_llama_qnn.pte"),
     "attention_sink_rope_path": (str, ""), "output_path": (str, "outputs.txt"),
     "performance_output_path": (str, "inference_speed.txt"), "dump_logits_path": (str, ""),
@@ -343,7 +343,7 @@ def run(argv: list[str], factory: Callable[[LoadRequest], Any] | None = None,
         loaded = runner.ensure_loaded()  # start_runner: runner.get_decoder_model_version()
         output: Path | None = Path(flags["output_path"])
         try:
-            output.write_bytes(b"")  # std::ofstream fout(FLAGS_output_path)
+            Path(flags["output_path"]).write_bytes(b"")  # std::ofstream fout(FLAGS_output_path)
         except OSError:
             output = None
         out: list[bytes] = []

@@ -26,5 +26,5 @@ def write_launcher(path: Path, backend: str = "tests.support.standin_backends:to
 
 
 if __name__ == "__main__":
-    upstream.Runner = ShortRunner  # type: ignore[misc]  (run() builds its Runner by this name)
+    upstream.Runner = ShortRunner  # type: ignore[misc]  # run() builds its Runner by this name
     common.exit_like_upstream(upstream.run(sys.argv[1:]))

@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from pytest_qnn_genai.untyped import Upstream
 from tests.support.executor_runner_standin import SCALAR_TYPES, activate_qnn_sdk
 
 if TYPE_CHECKING:
@@ -115,7 +116,7 @@ class TiktokenVocab:
     (Llama 3) special tokens after the ranks, BOS = special 0 (``<|begin_of_text|>``), EOS =
     special 1 (``<|end_of_text|>``), special tokens matched in encoded text."""
 
-    tokenizer: object  # pytorch_tokenizers.TiktokenTokenizer (the same default special tokens)
+    tokenizer: Upstream  # pytorch_tokenizers.TiktokenTokenizer (the same default special tokens)
 
     @classmethod
     def load(cls, path: Path | str) -> TiktokenVocab:

@@ -141,9 +141,9 @@ def test_runner_failure_carries_the_run_log(adb_device: AdbDevice, fake_device: 
     missing = workspace.remote("artifacts", "nope", "m.pte")
     with pytest.raises(RunnerFailedError) as info:
         workspace.run_llama_runner(runner, missing, tok, "Once", 32, timeout=30, local_dir=tmp_path / "o")
-    assert info.value.returncode == 134 and "loading the model failed" in info.value.output
-    assert info.value.message.startswith("qnn_llama_runner exited 134 (abort): F ")
-    assert info.value.message.endswith("In function CheckOk(), assert failed: hasValue_")
+    assert info.value.exit_code == 134 and "loading the model failed" in info.value.log
+    assert info.value.summary.startswith("qnn_llama_runner exited 134 (abort): F ")
+    assert info.value.summary.endswith("In function CheckOk(), assert failed: hasValue_")
     assert (tmp_path / "o" / "run.log").is_file() and sleeps == []
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -33,7 +34,8 @@ def test_lab_phone(qnn_pipeline, qnn_devices, qnn_case, qnn_target):
 
 
 @pytest.fixture
-def lab(tmp_path: Path, adb_server: LoopbackAdbServer) -> list[tuple[LoopbackAdbServer, FakeDevice]]:
+def lab(tmp_path: Path, adb_server: LoopbackAdbServer,
+        ) -> Iterator[list[tuple[LoopbackAdbServer, FakeDevice]]]:
     """Two adb servers (the fixture's and a second one), one phone each, one serial."""
     second = LoopbackAdbServer(tmp_path / "lab2").start()
     try:

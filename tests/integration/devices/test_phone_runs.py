@@ -108,9 +108,9 @@ def test_abort_is_one_line_with_its_assert(phone_run, fake_device) -> None:
     """The program says 64 but the runner's model has 8: upstream aborts, the F line is kept."""
     with pytest.raises(RunnerFailedError) as info:
         phone_run(toy={"context_len": 16})
-    assert info.value.returncode == 134
-    assert info.value.message.startswith("qnn_llama_runner exited 134 (abort): F ")
-    assert "The sequence length exceeds the maximum limit" in info.value.message
+    assert info.value.exit_code == 134
+    assert info.value.summary.startswith("qnn_llama_runner exited 134 (abort): F ")
+    assert "The sequence length exceeds the maximum limit" in info.value.summary
     assert len(_runner_calls(fake_device)) == 1
 
 

@@ -52,7 +52,7 @@ def result(runner: HybridRunner, prompt: list[int]) -> RunResult:
 class _FrozenCacheRunner(HybridRunner):
     """Negative control: the KV cache is never written, so decode steps see no history."""
 
-    def _write_cache(self, outputs, n_past, n_update) -> None:  # type: ignore[override]
+    def _write_cache(self, outputs, n_past, n_update) -> None:
         return None
 
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import shutil
 import textwrap
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -36,7 +37,7 @@ SOURCES = {
 
 
 @pytest.fixture
-def pkg(tmp_path: Path) -> Path:
+def pkg(tmp_path: Path) -> Iterator[Path]:
     clear_cache()
     for name, text in SOURCES.items():
         path = tmp_path / "pkg" / name

@@ -51,11 +51,11 @@ def run(tmp_path: Path, seq_len: int, mode: int = HYBRID_MODE, runner: type = ll
         argv += ["--dump_logits_path", str(tmp_path / "logits.bin")]
     argv += list(extra)
     out, err = io.StringIO(), io.StringIO()
-    original, ll.Runner = ll.Runner, runner
+    original, ll.Runner = ll.Runner, runner  # type: ignore[misc, assignment]
     try:
         code = ll.run(argv, lambda request: backend, out, err)
     finally:
-        ll.Runner = original
+        ll.Runner = original  # type: ignore[misc]
     (tmp_path / "run.log").write_text(out.getvalue() + err.getvalue())
     existing = {n: tmp_path / n if (tmp_path / n).exists() else None
                 for n in ("outputs.txt", "inference_speed.txt", "logits.bin", "run.log")}

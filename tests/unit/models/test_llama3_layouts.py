@@ -58,7 +58,7 @@ def test_hf_config_mirrors_params() -> None:
     assert (c.hidden_size, c.intermediate_size, c.num_hidden_layers) == (64, 256, 4)
     assert (c.num_attention_heads, c.num_key_value_heads, c.head_dim) == (4, 2, 16)
     assert c.tie_word_embeddings and c.rms_norm_eps == llama3.PARAMS["norm_eps"]
-    rp = c.rope_parameters
+    rp = dict(c.rope_parameters or {})
     assert (rp["rope_type"], rp["rope_theta"], rp["factor"]) == ("llama3", 500000.0, 32.0)
     assert (rp["low_freq_factor"], rp["high_freq_factor"], rp["original_max_position_embeddings"]) == (
         1.0, 4.0, 8192)

@@ -32,8 +32,12 @@ class Runs:
 @pytest.fixture
 def built(monkeypatch: pytest.MonkeyPatch) -> list[tuple]:
     seen: list[tuple] = []
-    monkeypatch.setattr(benchmark, "host_generation",
-                        lambda *args: seen.append(args) or (lambda: "stats"))
+
+    def host_generation(*args):
+        seen.append(args)
+        return lambda: "stats"
+
+    monkeypatch.setattr(benchmark, "host_generation", host_generation)
     return seen
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -26,7 +27,7 @@ PHONE = Target(soc("SM8650"), device="R5CX1234ABC")
 
 
 @pytest.fixture
-def package_copy(tmp_path: Path) -> Path:
+def package_copy(tmp_path: Path) -> Iterator[Path]:
     src = Path(pytest_qnn_genai.__file__).parent
     dst = tmp_path / "pkg" / "pytest_qnn_genai"
     shutil.copytree(src, dst, ignore=shutil.ignore_patterns("__pycache__", "*.pt", "*.bin",
