@@ -12,7 +12,7 @@ PYTEST_ARGS ?=
 TEST_WORKERS ?= 2
 STAMP  := $(VENV)/.installed
 
-.PHONY: gate test unit lint install adb nightly clean
+.PHONY: gate test unit lint install adb build-deps nightly clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
@@ -28,7 +28,15 @@ install: $(STAMP)
 adb:
 	@command -v adb >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq adb >/dev/null; }
 
-gate: install
+# The Debian packages the build of upstream's qnn_llama_runner / qnn_executor_runner needs (the same
+# list as pytest_qnn_genai/runners/toolchain.py DEBIAN_PACKAGES; a unit test holds them equal).
+BUILD_DEPS := cmake g++ libgflags-dev libsentencepiece-dev libre2-dev libpcre2-dev nlohmann-json3-dev
+build-deps:
+	@n=$$(dpkg-query -W -f '$${db:Status-Abbrev}\n' $(BUILD_DEPS) 2>/dev/null | grep -c '^ii'); \
+	  [ "$$n" = "$(words $(BUILD_DEPS))" ] || \
+	  { apt-get update -qq && apt-get install -y -qq $(BUILD_DEPS) >/dev/null; }
+
+gate: install build-deps
 	$(PY) -m pytest suites --soc $(SOC) $(PYTEST_ARGS)
 
 # ruff, the import-linter layer contracts and mypy (pyproject.toml): the package strictly,
@@ -43,7 +51,7 @@ lint: install
 unit: install
 	$(PY) -m pytest tests/unit -n 2 $(PYTEST_ARGS)
 
-test: lint adb
+test: lint adb build-deps
 	@$(PY) -m pytest tests suites -n $(TEST_WORKERS) --soc $(SOC) $(PYTEST_ARGS); rc=$$?; \
 	  if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests (exit 5)" >&2; fi; exit $$rc
 

@@ -35,14 +35,18 @@ def stderr_writer(line: str) -> None:
 
 
 @contextmanager
-def heartbeat(what: str, write: Writer = stderr_writer, every_s: float = 15.0) -> Iterator[None]:
-    """Announce ``what``, repeat it with the elapsed time every ``every_s`` s, then say it's done."""
+def heartbeat(what: str, write: Writer = stderr_writer, every_s: float = 15.0,
+              status: Callable[[], str] | None = None) -> Iterator[None]:
+    """Announce ``what``, repeat it with the elapsed time every ``every_s`` s, then say it's done.
+    ``status``: called for each repeat, its text (e.g. ``[ 45%]`` of a compile) follows the time."""
     start = time.monotonic()
     stop = threading.Event()
 
     def beat() -> None:
         while not stop.wait(every_s):
-            write(f"[qnn-genai] {what}: {time.monotonic() - start:.0f}s elapsed")
+            now = status() if status is not None else ""
+            write(f"[qnn-genai] {what}: {time.monotonic() - start:.0f}s elapsed"
+                  + (f", {now}" if now else ""))
 
     write(f"[qnn-genai] {what}: started")
     thread = threading.Thread(target=beat, daemon=True)

@@ -23,3 +23,15 @@ def test_progress_bypasses_output_capture(pytester: pytest.Pytester) -> None:
     assert "s elapsed" in err
     assert "[qnn-genai] build compile stories260k SM8650-htp-emulator: done in" in err
     assert "captured stdout" not in result.stdout.str()  # capture itself still works
+
+
+def test_heartbeat_repeats_with_the_status() -> None:
+    import time
+
+    from pytest_qnn_genai.progress import heartbeat
+
+    lines: list[str] = []
+    with heartbeat("build runners", lines.append, every_s=0.05, status=lambda: "[42%]"):
+        time.sleep(0.3)
+    beats = [ln for ln in lines if "elapsed" in ln]
+    assert beats and all(ln.endswith("s elapsed, [42%]") for ln in beats), lines
