@@ -22,6 +22,10 @@ from elftools.elf.elffile import ELFFile
 MACHINES = {"EM_X86_64": "x86_64", "EM_AARCH64": "aarch64", "EM_ARM": "arm", "EM_386": "x86"}
 
 
+_STRING_TAGS = {"DT_NEEDED": "needed", "DT_RUNPATH": "runpath", "DT_RPATH": "rpath",
+                "DT_SONAME": "soname"}
+
+
 class ElfError(ValueError):
     """The file is missing or not an ELF binary (one line)."""
 
@@ -64,14 +68,16 @@ def read_elf(path: Path) -> ElfInfo:
                     continue
                 for tag in segment.iter_tags():
                     kind = tag.entry.d_tag
+                    # pyelftools sets the tag's string as an attribute named for its kind
+                    text = vars(tag).get(_STRING_TAGS.get(kind, ""), "")
                     if kind == "DT_NEEDED":
-                        needed.append(tag.needed)
+                        needed.append(text)
                     elif kind == "DT_RUNPATH":
-                        runpath = _split(tag.runpath)
+                        runpath = _split(text)
                     elif kind == "DT_RPATH":
-                        rpath = _split(tag.rpath)
+                        rpath = _split(text)
                     elif kind == "DT_SONAME":
-                        soname = tag.soname
+                        soname = text
     except FileNotFoundError:
         raise ElfError(f"{path}: no such file") from None
     except IsADirectoryError:

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 
     from pytest_qnn_genai.devices.session import DeviceSession, DeviceSessions
     from pytest_qnn_genai.flows.legacy import LegacyArtifacts
+    from pytest_qnn_genai.runners import RunnerBuild
     from pytest_qnn_genai.stages.compile import PteArtifacts
     from pytest_qnn_genai.stages.prepare import PreparedModel
     from pytest_qnn_genai.stages.quantize import QdqArtifacts
@@ -42,6 +43,7 @@ CODE = {
     "smoke-lower": ("pytest_qnn_genai.flows.smoke",),
     "fp32-reference": ("pytest_qnn_genai.stages.reference", "pytest_qnn_genai.stages.prepare"),
     "qdq-logits": ("pytest_qnn_genai.stages.reference", "pytest_qnn_genai.stages.prepare"),
+    "runners-build": ("pytest_qnn_genai.runners.build",),
 }
 
 
@@ -188,6 +190,23 @@ class Pipeline:
         return self._build(
             "smoke-lower", smoke.spec(target, quant), lambda out: smoke.build(target, quant, out),
             label=f"attention-{quant} {target.id}")
+
+    def runners_entry(self, src: Path, logging: bool = True) -> CacheEntry:
+        """ExecuTorch's ``qnn_llama_runner`` and ``qnn_executor_runner`` built for x86_64 from
+        the source tree ``src`` against the installed wheel, in a self-contained ``$ORIGIN``
+        folder (:mod:`pytest_qnn_genai.runners`); ``logging=False``: ET_LOG compiled out."""
+        from pytest_qnn_genai.runners import build_runners, key_inputs
+
+        return self._build("runners-build", key_inputs(src, logging=logging),
+                           lambda out: build_runners(src, out, logging=logging),
+                           label="qnn_llama_runner qnn_executor_runner"
+                                 + ("" if logging else " (no logging)"))
+
+    def runners(self, src: Path, logging: bool = True) -> RunnerBuild:
+        """The cached build of :meth:`runners_entry`."""
+        from pytest_qnn_genai.runners import RunnerBuild
+
+        return RunnerBuild.load(self.runners_entry(src, logging).path)
 
     # -- any flow, same shape ---------------------------------------------------------------
     def _flow_inputs(self, flow: Flow, case: ModelCase, target: Target) -> dict[str, object]:

@@ -58,12 +58,24 @@ class Settings:
     adb_path: str
     runner: str | None
     qnn_device_libs: str | None
+    executorch_src: Path | None
 
     @property
     def targets(self) -> list[targets.Target]:
-        """Every SoC × device this session runs on (the emulator when no device is given)."""
-        devices = self.devices or (targets.EMULATOR,)
+        """Every SoC × device this session runs on: the phones, else the emulator both ways
+        (the host runner in this process, and upstream's runners on this machine)."""
+        devices = self.devices or (targets.EMULATOR, targets.X86_RUNNER)
         return [targets.Target(s, self.backend, d) for s in self.socs for d in devices]
+
+    @property
+    def x86_runner_missing(self) -> str | None:
+        """Why upstream's runners cannot run on this machine this session, or None: they need
+        a source tree to build them from or a prebuilt x86 ``--runner``."""
+        if self.executorch_src is not None or (self.runner and not self.devices):
+            return None
+        return ("needs ExecuTorch's own runners for x86: pass --executorch-src DIR (an ExecuTorch "
+                "source tree to build them from) or --runner PATH (a prebuilt x86 "
+                "qnn_llama_runner, qnn_executor_runner beside it)")
 
     @property
     def device_label(self) -> str:

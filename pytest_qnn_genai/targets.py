@@ -7,7 +7,10 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from executorch.backends.qualcomm.serialization.qc_schema import QcomChipset
 
-EMULATOR = "x86-emulator"
+EMULATOR = "x86-emulator"  # the x86 HTP simulator, driven in this process by the host runner
+# the x86 HTP simulator driven by ExecuTorch's own qnn_llama_runner/qnn_executor_runner built for
+# x86_64 (what llama.py --enable_x86_64 and upstream's CI run), on this machine
+X86_RUNNER = "x86-runner"
 BACKENDS = ("htp", "gpu", "lpai")
 # Why the gate cannot build an LLM for a backend (measured with executorch 1.5.1); items for such
 # a target are skipped at collection with this reason.
@@ -86,7 +89,13 @@ class Target:
 
     @property
     def is_emulator(self) -> bool:
+        """The simulator in this process (the host runner)."""
         return self.device == EMULATOR
+
+    @property
+    def is_x86_runner(self) -> bool:
+        """The simulator behind upstream's runners on this machine."""
+        return self.device == X86_RUNNER
 
     @property
     def id(self) -> str:

@@ -16,19 +16,20 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pytest_qnn_genai.devices import executor_runs, llama_runs
+from pytest_qnn_genai.devices.libraries import AARCH64, LibraryError, device_libraries
+from pytest_qnn_genai.devices.local import LocalTransport
 from pytest_qnn_genai.devices.pool import assign_from_env, device_address, device_lock, lock_path
 from pytest_qnn_genai.devices.setup import (
     POOLED_DEVICE,
     DeviceSetupError,
     adb_device,
-    find_device_libs,
     libs_root,
 )
 from pytest_qnn_genai.devices.transport import DeviceInfo
 from pytest_qnn_genai.devices.workspace import EXECUTOR_NAME, DeviceWorkspace
 from pytest_qnn_genai.files import file_sha256
 from pytest_qnn_genai.runtime.result import RunResult
-from pytest_qnn_genai.targets import SocSpec, Target
+from pytest_qnn_genai.targets import X86_RUNNER, SocSpec, Target
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -42,6 +43,7 @@ RUN_TIMEOUT_S = 900.0  # one runner invocation
 # ro.product.cpu.abi of a device that runs x86_64 code: there is no x86 Snapdragon, so its HTP is
 # QNN's x86 simulator (the loopback phone; this machine through a local transport)
 SIMULATOR_ABIS = ("x86_64",)
+ABI_MACHINES = {"arm64-v8a": "aarch64", "x86_64": "x86_64"}  # ro.product.cpu.abi -> ELF machine
 
 
 def workspace_id(serial: str) -> str:
@@ -63,9 +65,26 @@ class DeviceSession:
     libs: list[Path]
     local_dir: Path
     run_timeout_s: float = RUN_TIMEOUT_S
+    machine: str = AARCH64  # what the runners and libraries are built for
     info: DeviceInfo | None = None
     workspace: DeviceWorkspace | None = None
     runs: int = 0
+
+    @classmethod
+    def for_runner(cls, transport: Transport, soc: SocSpec, runner: Path, qnn_root: Path,
+                   local_dir: Path, qnn_option: str = "--qnn-device-libs") -> DeviceSession:
+        """A session of ``runner`` (``qnn_executor_runner`` beside it, when there) on the device
+        behind ``transport``: every library it needs found first (:mod:`.libraries`)."""
+        runner = Path(runner).expanduser()
+        if not runner.is_file():
+            raise DeviceSetupError(f"--runner: {runner} is not a file")
+        executor = runner.parent / EXECUTOR_NAME
+        runners = [runner, executor] if executor.is_file() else [runner]
+        try:
+            libs = device_libraries(runners, qnn_root, soc, qnn_option)
+        except LibraryError as e:
+            raise DeviceSetupError(str(e)) from None
+        return cls(transport, soc, runner, libs.files, local_dir, machine=libs.machine)
 
     @classmethod
     def from_settings(cls, settings: Settings, serial: str, soc: SocSpec, local_dir: Path,
@@ -73,23 +92,24 @@ class DeviceSession:
         """The session for ``--device`` entry ``serial`` (reached through ``transport``, by
         default adb as the settings say)."""
         option, root = libs_root(settings)
-        try:
-            libs = find_device_libs(root, soc)
-        except DeviceSetupError as e:
-            raise DeviceSetupError(f"{option}: {e}") from None
-        if not settings.runner or not Path(settings.runner).is_file():
-            raise DeviceSetupError(f"--runner: {settings.runner!r} is not a file")
-        return cls(transport or adb_device(settings, serial), soc,
-                   Path(settings.runner).expanduser(), libs, local_dir)
+        if not settings.runner:
+            raise DeviceSetupError("--runner: a phone run needs ExecuTorch's qnn_llama_runner")
+        return cls.for_runner(transport or adb_device(settings, serial), soc,
+                              Path(settings.runner), root, local_dir, option)
 
     @property
     def serial(self) -> str:
         return self.device.serial
 
     def start(self) -> DeviceInfo:
-        """Health check (online, shell v2, SoC), workspace, libraries and runner (hash-marked)."""
+        """Health check (online, exit codes, SoC, an ABI that runs the runners), workspace,
+        libraries and runners pushed by digest."""
         if self.info is None:
             info = self.device.health(self.soc.name)
+            if info.abi and ABI_MACHINES.get(info.abi, info.abi) != self.machine:
+                raise DeviceSetupError(
+                    f"--runner: {self.runner.name} is built for {self.machine} but "
+                    f"{self.device.describe()} runs {info.abi} code (ro.product.cpu.abi)")
             self.workspace = DeviceWorkspace(self.device, workspace_id(self.serial))
             self.workspace.create()
             self.workspace.push_libs(self.libs)
@@ -159,11 +179,13 @@ class DeviceSessions:
     """This process's phone(s): each xdist worker gets one serial, locked for the session."""
 
     def __init__(self, settings: Settings, local_dir: Path, lock_dir: Path | None = None,
-                 connect: Callable[[str], Transport] | None = None) -> None:
+                 connect: Callable[[str], Transport] | None = None,
+                 x86: Callable[[], tuple[Path, Path]] | None = None) -> None:
         self.settings = settings
         self.local_dir = Path(local_dir)
         self.lock_dir = lock_dir
         self.connect = connect  # --device entry -> its transport (default: adb, as set up)
+        self.x86 = x86  # () -> (upstream's x86 qnn_llama_runner, the x86 QNN libraries' root)
         self._sessions: dict[tuple[str, str], DeviceSession] = {}
         self._locks = ExitStack()
         self._locked: set[str] = set()
@@ -179,13 +201,31 @@ class DeviceSessions:
         return serial
 
     def serves(self, target: Target) -> bool:
-        """True if ``target``'s device is one of this session's ``--device`` phones."""
-        return target.device == POOLED_DEVICE or target.device in self.settings.devices
+        """True if ``target``'s device is one of this session's phones, or upstream's runners
+        on this machine."""
+        return (target.device == POOLED_DEVICE or target.device in self.settings.devices
+                or target.is_x86_runner)
+
+    def _x86_session(self, target: Target) -> DeviceSession:
+        """Upstream's x86 runners on this machine (:class:`LocalTransport`), with the x86 QNN
+        libraries of the session's SDK."""
+        if self.x86 is None:
+            raise DeviceSetupError(f"{target.id}: this session has no x86 runners")
+        runner, qnn_root = self.x86()
+        folder = self.local_dir / f"{X86_RUNNER}-{target.soc.name}"
+        return DeviceSession.for_runner(LocalTransport(folder / "device"), target.soc, runner,
+                                        qnn_root, folder, qnn_option="--qnn-sdk")
 
     def session(self, target: Target) -> DeviceSession:
         """The started session for ``target``'s phone (its lock taken, libraries pushed). The
         lock is the phone's (serial and adb server), so two lab hosts' ``emulator-5554`` are
         two phones; so are their local run folders."""
+        if target.is_x86_runner:
+            key = (X86_RUNNER, target.soc.name)
+            if key not in self._sessions:
+                self._sessions[key] = self._x86_session(target)
+                self._sessions[key].start()
+            return self._sessions[key]
         entry = self.serial_of(target)
         phone = device_address(entry, self.settings.adb_host).key
         key = (phone, target.soc.name)

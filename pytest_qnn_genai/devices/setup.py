@@ -17,8 +17,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pytest_qnn_genai.devices.adb import AdbDevice, RetryPolicy
+from pytest_qnn_genai.devices.libraries import LibraryError, device_libraries, qairt_version
 from pytest_qnn_genai.devices.pool import device_address, same_phones
 from pytest_qnn_genai.devices.transport import DeviceHealthError, DeviceInfo, TransportError
+from pytest_qnn_genai.devices.workspace import EXECUTOR_NAME
 from pytest_qnn_genai.targets import SocSpec, Target
 
 if TYPE_CHECKING:
@@ -32,34 +34,6 @@ PROBE_TIMEOUT_S = 5.0  # each adb call made at session start (state, features, g
 
 class DeviceSetupError(ValueError):
     """A ``--device`` run cannot start; the message is one line naming the option to fix."""
-
-
-def lib_names(soc: SocSpec) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """(required, optional) QNN library file names a phone run of ``soc`` pushes."""
-    arch = soc.htp_arch_number
-    return (("libQnnHtp.so", f"libQnnHtpV{arch}Stub.so", "libQnnHtpPrepare.so", "libQnnSystem.so",
-             f"libQnnHtpV{arch}Skel.so"), ("libqnn_executorch_backend.so",))
-
-
-def lib_search_dirs(root: Path, soc: SocSpec) -> list[Path]:
-    """Where the libraries may sit under ``root``: flat, or a QNN SDK's device-lib layout."""
-    return [root, root / "lib" / "aarch64-android", root / "lib" / f"hexagon-{soc.htp_arch}" / "unsigned"]
-
-
-def find_device_libs(root: Path, soc: SocSpec) -> list[Path]:
-    """The library files for ``soc`` under ``root``; DeviceSetupError naming the first missing."""
-    required, optional = lib_names(soc)
-    dirs = lib_search_dirs(root, soc)
-    found: list[Path] = []
-    for name in required + optional:
-        hit = next((d / name for d in dirs if (d / name).is_file()), None)
-        if hit is None and name in required:
-            raise DeviceSetupError(
-                f"{name} not found in {root} (looked in {', '.join(str(d) for d in dirs)}); "
-                f"a {soc.name} phone run needs {', '.join(required)}")
-        if hit is not None:
-            found.append(hit)
-    return found
 
 
 def libs_root(settings: Settings) -> tuple[str, Path]:
@@ -110,10 +84,12 @@ def probe(settings: Settings, serial: str, socs: Sequence[SocSpec],
     return info
 
 
-def validate(settings: Settings, workers: int | None = None, probe_devices: bool = True) -> None:
+def validate(settings: Settings, workers: int | None = None, probe_devices: bool = True,
+             build_qairt: str | None = None) -> None:
     """Everything a ``--device`` session needs, checked before any test runs.
 
-    ``workers`` is the pytest-xdist worker count (None without xdist).
+    ``workers`` is the pytest-xdist worker count (None without xdist); ``build_qairt`` the QAIRT
+    version of the SDK that builds the context binaries.
     """
     serials = list(settings.devices)
     if not serials:
@@ -141,11 +117,30 @@ def validate(settings: Settings, workers: int | None = None, probe_devices: bool
     if not runner.is_file():
         raise DeviceSetupError(f"--runner: {runner} does not exist")
     option, root = libs_root(settings)
+    executor = runner.parent / EXECUTOR_NAME
+    runners = [runner, executor] if executor.is_file() else [runner]
     for soc in settings.socs:
         try:
-            find_device_libs(root, soc)
-        except DeviceSetupError as e:
-            raise DeviceSetupError(f"{option}: {e}") from None
+            libs = device_libraries(runners, root, soc, option)
+        except LibraryError as e:
+            raise DeviceSetupError(str(e)) from None
+        if build_qairt:
+            check_qairt(libs.qnn, build_qairt, option)
+
+
+def check_qairt(qnn_libraries: Sequence[Path], build_qairt: str, option: str) -> None:
+    """The phone's QNN libraries must be at least as new as the QAIRT that builds the context
+    binaries (a QNN runtime refuses a newer context binary at load time, deep in a run)."""
+    pushed = qairt_version(qnn_libraries)
+    built = tuple(int(p) for p in build_qairt.split(".")[:3] if p.isdigit())
+    if pushed is None or len(built) < 3:
+        return  # nothing to compare (an unversioned library, an unknown SDK version)
+    if pushed < built:
+        found = ".".join(map(str, pushed))
+        raise DeviceSetupError(
+            f"{option}: the phone's QNN libraries are QAIRT {found}, older than QAIRT "
+            f"{build_qairt} that builds the context binaries; a QNN runtime cannot load a newer "
+            f"context binary: push QAIRT >= {build_qairt} libraries")
 
 
 def pooled(settings: Settings, workers: int | None) -> bool:

@@ -3,23 +3,50 @@
 Snapshot files live in ``<golden dir>/snapshots/`` beside the other golden files instead of next
 to each test module, so one review covers every committed expectation. They change only with
 syrupy's ``--snapshot-update``.
+
+A snapshot is named after its test id with the target's device replaced by the kind of build it
+holds (:func:`build_label`): a phone's serial never reaches a snapshot name, so a user's phone
+finds the snapshots committed for that SoC ("... does not exist!" otherwise, on any phone), and a
+device that runs the emulator's builds (upstream's x86 runners, the loopback phone) is held to
+the emulator's snapshots.
 """
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-_EXTENSIONS: dict[Path, type] = {}
+if TYPE_CHECKING:
+    from syrupy.location import PyTestLocation
+    from syrupy.types import SnapshotIndex
+
+    from pytest_qnn_genai.targets import Target
+
+_EXTENSIONS: dict[tuple[Path, str, str], type] = {}
 
 
-def golden_extension(folder: Path) -> type:
-    """An amber extension storing its ``.ambr`` files in ``folder`` (one class per folder)."""
-    if folder not in _EXTENSIONS:
+def build_label(target: Target, build_target: Target) -> str:
+    """``SOC-backend-emulator`` for the emulator's builds, ``SOC-backend-phone`` for a phone's."""
+    kind = "emulator" if build_target.is_emulator else "phone"
+    return f"{target.soc.name}-{target.backend}-{kind}"
+
+
+def golden_extension(folder: Path, target_id: str = "", label: str = "") -> type:
+    """An amber extension storing its ``.ambr`` files in ``folder``, naming snapshots with
+    ``label`` where the test id says ``target_id`` (one class per folder and renaming)."""
+    key = (folder, target_id, label)
+    if key not in _EXTENSIONS:
         from syrupy.extensions.amber import AmberSnapshotExtension
 
         class GoldenAmberExtension(AmberSnapshotExtension):
             @classmethod
-            def dirname(cls, *, test_location: object) -> str:
+            def dirname(cls, *, test_location: PyTestLocation) -> str:
                 return str(folder)
 
-        _EXTENSIONS[folder] = GoldenAmberExtension
-    return _EXTENSIONS[folder]
+            @classmethod
+            def get_snapshot_name(cls, *, test_location: PyTestLocation,
+                                  index: SnapshotIndex = 0) -> str:
+                name = str(super().get_snapshot_name(test_location=test_location, index=index))
+                return name.replace(f"-{target_id}]", f"-{label}]") if target_id else name
+
+        _EXTENSIONS[key] = GoldenAmberExtension
+    return _EXTENSIONS[key]

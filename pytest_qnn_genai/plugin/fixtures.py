@@ -56,13 +56,15 @@ def qnn_cache(request: pytest.FixtureRequest, qnn_sdk: QnnSdk) -> ArtifactCache:
 
 
 @pytest.fixture(scope="session")
-def qnn_devices(qnn_settings: Settings,
+def qnn_devices(request: pytest.FixtureRequest, qnn_settings: Settings,
                 tmp_path_factory: pytest.TempPathFactory) -> Iterator[DeviceSessions]:
-    """This worker's phone(s) for ``--device`` runs (``DeviceSessions``): started on first use
-    (health check, libraries, runner), locked for the session; empty without ``--device``."""
+    """This worker's device sessions (``DeviceSessions``): the ``--device`` phones (locked for
+    the session) and upstream's x86 runners on this machine, each started on first use (health
+    check, libraries, runners)."""
     from pytest_qnn_genai.devices.session import DeviceSessions
 
-    sessions = DeviceSessions(qnn_settings, tmp_path_factory.mktemp("qnn-device-runs"))
+    sessions = DeviceSessions(qnn_settings, tmp_path_factory.mktemp("qnn-device-runs"),
+                              x86=session_of(request.config).x86_runners)
     yield sessions
     sessions.close()
 

@@ -42,10 +42,10 @@ def _excluded(target: Target, item: pytest.Item) -> str | None:
     backend = item.get_closest_marker("backend")
     if backend and target.backend not in backend.args:
         return f"{target.id}: backend {target.backend} not in backend{tuple(backend.args)}"
-    if item.get_closest_marker("device") and target.is_emulator:
+    if item.get_closest_marker("device") and (target.is_emulator or target.is_x86_runner):
         return f"{target.id}: needs a phone (--device SERIAL)"
     if item.get_closest_marker("emulator") and not target.is_emulator:
-        return f"{target.id}: runs only on the x86 emulator"
+        return f"{target.id}: runs only on the x86 emulator in this process (the host runner)"
     return None
 
 
@@ -57,6 +57,8 @@ def skip_reason(item: pytest.Item, settings: Settings) -> str | None:
     if target is not None and target.backend in UNSUPPORTED_BACKENDS:
         return (f"{target.id}: backend {target.backend} is not supported: "
                 f"{UNSUPPORTED_BACKENDS[target.backend]}")
+    if target is not None and target.is_x86_runner and settings.x86_runner_missing:
+        return f"{target.id}: {settings.x86_runner_missing}"
     if target is not None:
         return _excluded(target, item)
     reasons = [_excluded(t, item) for t in settings.targets]

@@ -223,9 +223,14 @@ KNOBS: tuple[Knob, ...] = (
          kind="list", metavar="A:B"),
     Knob("adb_host", "adb_host", "adb server HOST[:PORT]", _text, metavar="HOST[:PORT]"),
     Knob("adb_path", "adb_path", "adb client binary", _text, "adb", metavar="PATH"),
-    Knob("runner", "runner", "qnn_llama_runner built for the phone", _text, metavar="PATH"),
+    Knob("runner", "runner", "qnn_llama_runner built for the phone (with --device) or for x86 "
+         "(without: the emulator through upstream's runner); qnn_executor_runner beside it",
+         _text, metavar="PATH"),
     Knob("qnn_device_libs", "qnn_device_libs", "folder with the phone's QNN libraries (default: "
          "under --qnn-sdk)", _text, metavar="DIR"),
+    Knob("executorch_src", "executorch_src", "an ExecuTorch source tree: the harness builds "
+         "upstream's qnn_llama_runner and qnn_executor_runner for x86 from it (cached) and runs "
+         "the emulator through them", _path, metavar="DIR"),
 )
 KNOBS_BY_NAME = {k.name: k for k in KNOBS}
 

@@ -12,6 +12,7 @@ golden file) are one ``pytest.UsageError`` line each.
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
@@ -25,9 +26,8 @@ from pytest_qnn_genai.sdk import QnnSdk, SdkError, activate, resolve_sdk
 from pytest_qnn_genai.sdk.versions import dist_version, stack
 
 if TYPE_CHECKING:
-    from pathlib import Path
-
     from pytest_qnn_genai.report.diff import FigureDiff
+    from pytest_qnn_genai.settings import Settings
     from pytest_qnn_genai.targets import Target
 
 PAYLOAD = "qnn_genai"  # the key of this plugin's xdist worker output
@@ -46,6 +46,7 @@ class QnnSession:
         except registry.ModelCaseError as e:
             raise pytest.UsageError(f"--models: {e}") from None
         _check_ab_pairs(self.settings.ab_pairs, cases)
+        _check_x86_runner(self.settings)
         try:  # cheap checks now; the emulator SDK is built only when a test needs QNN
             self._sdk: QnnSdk | None = resolve_sdk(self.settings.qnn_sdk,
                                                    self.settings.cache_dir, provision=False)
@@ -121,6 +122,21 @@ class QnnSession:
                                         session_start=self.started)
         return self._cache
 
+    def x86_runners(self) -> tuple[Path, Path]:
+        """(upstream's qnn_llama_runner for x86_64, the root of the x86 QNN libraries it runs
+        with): the user's prebuilt ``--runner`` (no ``--device``), else the cached build from
+        ``--executorch-src``; the libraries are the session's SDK's."""
+        s = self.settings
+        if s.runner and not s.devices:
+            runner = Path(s.runner).expanduser()
+        elif s.executorch_src is not None:
+            from pytest_qnn_genai.pipeline import Pipeline
+
+            runner = Pipeline(self.cache).runners(s.executorch_src).llama_runner
+        else:
+            raise RuntimeError(s.x86_runner_missing or "no x86 runners")
+        return runner, self.active_sdk().root
+
     # -- collection -----------------------------------------------------------------------------
     def parametrize(self, metafunc: pytest.Metafunc) -> None:
         """Parametrise ``qnn_case`` by ``--models``, ``qnn_target`` by SoC × device and
@@ -167,7 +183,7 @@ class QnnSession:
 
         self.devices_checked = True
         try:
-            validate(self.settings, self.workers)
+            validate(self.settings, self.workers, build_qairt=self.sdk.qairt_version)
         except DeviceSetupError as e:
             raise pytest.UsageError(str(e)) from None
 
@@ -291,6 +307,30 @@ def _check_ab_pairs(pairs: tuple[tuple[str, str], ...],
                                     f"variants: {', '.join(known)}")
 
 
+def _check_x86_runner(settings: Settings) -> None:
+    """``--executorch-src`` must be a tree the runners build from; a ``--runner`` without
+    ``--device`` runs on this machine, so it must be an x86_64 binary: one line each."""
+    if settings.executorch_src is not None:
+        from pytest_qnn_genai.runners import RunnerBuildError
+        from pytest_qnn_genai.runners.sources import check_tree
+
+        try:
+            check_tree(settings.executorch_src)
+        except RunnerBuildError as e:
+            raise pytest.UsageError(f"--executorch-src: {e}") from None
+    if settings.runner and not settings.devices:
+        from pytest_qnn_genai.elf import ElfError, read_elf
+
+        try:
+            machine = read_elf(Path(settings.runner).expanduser()).machine
+        except ElfError as e:
+            raise pytest.UsageError(f"--runner: {e}") from None
+        if machine != "x86_64":
+            raise pytest.UsageError(
+                f"--runner: {settings.runner} is built for {machine}; without --device the runner "
+                "runs on this machine (x86_64): pass an x86 build, or --device for a phone")
+
+
 def _xdist_workers(config: pytest.Config) -> int | None:
     """pytest-xdist's worker count for this session (None without xdist)."""
     worker_input = getattr(config, "workerinput", None)
@@ -309,7 +349,8 @@ def _drives_phone(item: pytest.Item) -> bool:
     """True if ``item`` will run on a phone: not skipped, a phone target, and the phone sessions
     among its fixtures (directly or through another, e.g. the pipeline)."""
     target: Target | None = marks.item_target(item)
-    if target is None or target.is_emulator or item.get_closest_marker("skip"):
+    if (target is None or target.is_emulator or target.is_x86_runner
+            or item.get_closest_marker("skip")):
         return False
     return "qnn_devices" in getattr(item, "fixturenames", ())
 

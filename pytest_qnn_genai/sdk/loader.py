@@ -39,6 +39,25 @@ def _user_sdk_version(root: Path) -> str:
     return m.group(1) if m else "unknown"
 
 
+def check_drivable(version: str, root: Path) -> None:
+    """A user's QNN SDK must keep the ``QnnHtpDevice_CustomConfig_t`` layout executorch was
+    compiled against (QNN 2.37 headers): the QAIRT releases measured to move its union from byte 4
+    to byte 8 (:data:`adapter.KNOWN_GOOD`, the ones the emulator's adapter re-lays out) make
+    executorch's device creation fail deep in a build ("unknown custom config socModel 0"). One
+    line now, before anything is built."""
+    release = ".".join(version.split(".")[:3])
+    moved = adapter.KNOWN_GOOD.get(release)
+    if moved is None:
+        return
+    raise SdkError(
+        f"--qnn-sdk {root}: QAIRT {version} (core API {moved.core_api[0]}.{moved.core_api[1]}, "
+        f"HTP API {moved.htp_api[0]}.{moved.htp_api[1]}) lays out QnnHtpDevice_CustomConfig_t "
+        "differently from the QNN 2.37 headers executorch was built against, so executorch "
+        "cannot create an HTP device with it (\"unknown custom config socModel 0\"): use a "
+        f"QAIRT that keeps the layout (2.37; {', '.join(adapter.KNOWN_BAD)} measured), or leave "
+        "--qnn-sdk out for the emulator SDK, which adapts the layout")
+
+
 def resolve_sdk(sdk_option: str | None, cache_dir: Path, provision: bool = True) -> QnnSdk | None:
     """The SDK named by ``--qnn-sdk``/``$QNN_SDK_ROOT``, else the provisioned emulator SDK.
 
@@ -58,7 +77,9 @@ def resolve_sdk(sdk_option: str | None, cache_dir: Path, provision: bool = True)
         if missing:
             raise SdkError(f"QNN SDK at {root} is missing {emulator.LIB_SUBDIR}/{missing[0]} "
                            "(pass --qnn-sdk or QNN_SDK_ROOT pointing at an SDK root)")
-        return QnnSdk(root, _user_sdk_version(root), "user")
+        version = _user_sdk_version(root)
+        check_drivable(version, root)
+        return QnnSdk(root, version, "user")
     try:
         root = emulator.provision(cache_dir) if provision else emulator.planned_root(cache_dir)
     except (emulator.EmulatorSdkError, adapter.AdapterError) as e:

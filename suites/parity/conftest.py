@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from pytest_qnn_genai.checks import parity
-from pytest_qnn_genai.golden.snapshots import golden_extension
+from pytest_qnn_genai.golden.snapshots import build_label, golden_extension
 
 if TYPE_CHECKING:
     from pytest_qnn_genai.flows.base import FlowArtifacts
@@ -22,10 +22,20 @@ def pytest_configure(config: pytest.Config) -> None:
         config.option.warn_unused_snapshots = True
 
 
+@pytest.fixture(scope="session")
+def build_target(qnn_pipeline, qnn_target):
+    """The target the case's programs are built for (the emulator's builds for a device that runs
+    the x86 simulator: upstream's x86 runners, the loopback phone)."""
+    return qnn_pipeline.build_target(qnn_target)
+
+
 @pytest.fixture
-def snapshot(snapshot, qnn_settings):  # noqa: ANN001 - syrupy's SnapshotAssertion
-    """syrupy's snapshot, stored in ``<golden dir>/snapshots`` (update with --snapshot-update)."""
-    return snapshot.use_extension(golden_extension(qnn_settings.golden_dir / "snapshots"))
+def snapshot(snapshot, qnn_settings, qnn_target, build_target):  # noqa: ANN001 - syrupy's
+    """syrupy's snapshot, stored in ``<golden dir>/snapshots`` (update with --snapshot-update),
+    named per SoC and kind of build, never per serial (``golden.snapshots.build_label``)."""
+    return snapshot.use_extension(golden_extension(
+        qnn_settings.golden_dir / "snapshots", qnn_target.id,
+        build_label(qnn_target, build_target)))
 
 
 @pytest.fixture(scope="session")

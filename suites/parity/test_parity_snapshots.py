@@ -18,21 +18,22 @@ pytestmark = [pytest.mark.parity, pytest.mark.flow("legacy", "new")]
 
 
 def test_compile_options_carried_by_both_programs(legacy_artifacts, new_artifacts, parity_table,
-                                                  qnn_case, qnn_target, snapshot) -> None:
+                                                  qnn_case, qnn_target, build_target,
+                                                  snapshot) -> None:
     legacy, new = compile_options(legacy_artifacts.pte), compile_options(new_artifacts.pte)
     checks = parity.compare_compile_options(legacy, new)
     parity_table.add(checks, prefix=f"[{qnn_case.name} {qnn_target.id}] ")
     assert all(c.ok for c in checks), parity.failures(checks)
     assert new["soc_info"]["soc_model"] == qnn_target.soc.name
     assert new["soc_info"]["htp_info"]["htp_arch"] == qnn_target.soc.htp_arch.upper()
-    assert new["shared_buffer"] is (not qnn_target.is_emulator)  # llama.py: not --enable_x86_64
+    assert new["shared_buffer"] is (not build_target.is_emulator)  # llama.py: not --enable_x86_64
     assert new == snapshot
 
 
-def test_configuration_agreement(qnn_pipeline, qnn_case, qnn_target, legacy_artifacts,
-                                 snapshot) -> None:
+def test_configuration_agreement(qnn_pipeline, qnn_case, qnn_target, build_target,
+                                 legacy_artifacts, snapshot) -> None:
     legacy = qnn_pipeline.legacy(qnn_case, qnn_target)
-    agreement = flow_config.configuration_agreement(qnn_case, qnn_target, legacy)
+    agreement = flow_config.configuration_agreement(qnn_case, build_target, legacy)
     assert not flow_config.disagreements(agreement), "\n".join(
         flow_config.disagreements(agreement))
     assert agreement == snapshot

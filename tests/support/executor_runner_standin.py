@@ -31,8 +31,10 @@ model path, returning an object with ``method_name(index) -> str | None``,
 from __future__ import annotations
 
 import importlib
+import json
 import math
 import os
+import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -185,15 +187,53 @@ def load_backend(spec: str) -> Callable[..., Any]:
     return getattr(importlib.import_module(module_name), attr)
 
 
+LAUNCHER_C = r"""
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+static const char *ENV[][2] = {%(env)s{0, 0}};
+static const char *PREFIX[] = {%(prefix)s0};
+int main(int argc, char **argv) {
+  for (int i = 0; ENV[i][0]; i++) setenv(ENV[i][0], ENV[i][1], 1);
+  const char *old = getenv("PYTHONPATH");
+  size_t len = strlen(%(repo)s) + (old ? strlen(old) : 0) + 2;
+  char *path = malloc(len);
+  snprintf(path, len, "%%s%%s%%s", %(repo)s, old && *old ? ":" : "", old ? old : "");
+  setenv("PYTHONPATH", path, 1);
+  int n = 0;
+  while (PREFIX[n]) n++;
+  char **args = calloc(n + argc + 1, sizeof(char *));
+  for (int i = 0; i < n; i++) args[i] = (char *)PREFIX[i];
+  for (int i = 1; i < argc; i++) args[n + i - 1] = argv[i];
+  execv(PREFIX[0], args);
+  perror("execv");
+  return 127;
+}
+"""
+COMPILE_TIMEOUT_S = 60
+
+
+def _c(text: str) -> str:
+    return json.dumps(text)  # a JSON string of ASCII text is a C string literal
+
+
 def write_launcher(path: Path, module: str, env: dict[str, str], python: str = sys.executable,
                    ) -> Path:
-    """An executable that runs ``python -m module "$@"`` with ``env`` and this repo importable."""
-    exports = "".join(f"export {k}='{v}'\n" for k, v in env.items())
+    """An x86_64 executable (compiled here: a runner is an ELF binary, whose libraries the
+    plugin reads before it pushes them) that runs ``python -m module "$@"`` with ``env`` and
+    this repo importable. It needs nothing but libc."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(f"#!/bin/sh\n{exports}"
-                    f"export PYTHONPATH='{REPO_ROOT}'${{PYTHONPATH:+:$PYTHONPATH}}\n"
-                    f"exec '{python}' -m {module} \"$@\"\n")
-    path.chmod(0o755)
+    source = path.with_name(path.name + ".c")
+    source.write_text(LAUNCHER_C % {
+        "env": "".join(f"{{{_c(k)}, {_c(v)}}}, " for k, v in env.items()),
+        "prefix": "".join(f"{_c(a)}, " for a in (python, "-m", module)),
+        "repo": _c(str(REPO_ROOT))})
+    done = subprocess.run(["gcc", "-O0", "-o", str(path), str(source)], capture_output=True,
+                          text=True, timeout=COMPILE_TIMEOUT_S, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"compiling the launcher {path} failed: {done.stderr.strip()}")
+    source.unlink()
     return path
 
 

@@ -224,4 +224,4 @@ def test_runner_round_trip_pulls_outputs_and_parses_them(
     assert list(result.logits.argmax(axis=1)) == list(range(7, 14))  # row P-1, then decode rows
     assert np.isclose(result.logits.max(), (60000 - 32768) * 0.001)
     workspace.push_runner(runner)
-    assert sum(1 for s in fake_device.sends if s.endswith("qnn_llama_runner")) == 1
+    assert sum(1 for s in fake_device.sends if s.endswith("qnn_llama_runner.partial")) == 1

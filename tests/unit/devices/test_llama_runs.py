@@ -80,7 +80,8 @@ def test_seq_len_is_prompt_plus_new_tokens(tmp_path, mode, max_new):
 
 def test_the_old_off_by_one_would_be_caught(tmp_path):
     """``--seq_len P + N - 1`` (what the plugin used to pass) gives N - 1 tokens: refused."""
-    with pytest.raises(RunnerContractError, match=r"produced 11 tokens .* expected 12 \(no EOS"):
+    with pytest.raises(RunnerContractError, match=r"produced 11 tokens .* expected 12, or fewer "
+                                                  r"ending at an EOS piece"):
         check(tmp_path, run(tmp_path, P + 12 - 1), 12)
 
 
@@ -130,11 +131,26 @@ def test_prefill_eos_does_not_stop(tmp_path):
     assert gen.result.text == "</s> t8 t9 t10 t11 t12"  # decode goes on from position P
 
 
-def test_an_eos_without_its_piece_is_refused(tmp_path):
+def test_an_early_stop_without_an_eos_piece_is_refused(tmp_path):
+    """EOS is read from outputs.txt (its piece is the last thing the runner wrote), never from log
+    text: a run that stopped early whose output does not end at an EOS piece broke the contract,
+    whatever its log says."""
     files = run(tmp_path, P + 12, eos_at=(7,))
     files.outputs_txt.write_text(files.outputs_txt.read_text().removesuffix("</s>"))
-    with pytest.raises(RunnerContractError, match="does not end with an EOS piece"):
+    with pytest.raises(RunnerContractError, match=r"produced 4 tokens .* or fewer ending at an "
+                                                  r"EOS piece \('</s>',\); outputs.txt ends"):
         check(tmp_path, files, 12)
+
+
+def test_an_early_eos_passes_without_a_log(tmp_path):
+    """A release or Android build writes no ET_LOG line where the harness can read it: the early
+    EOS is judged from outputs.txt and the observer line alone."""
+    files = run(tmp_path, P + 12, eos_at=(7,))
+    log = files.run_log.read_text()
+    files.run_log.write_text("".join(line + "\n" for line in log.splitlines()
+                                     if "PyTorchObserver" in line))
+    generation = check(tmp_path, files, 12)
+    assert generation.eos_piece == "</s>" and generation.produced == 4
 
 
 def test_a_run_that_generated_nothing_is_refused(tmp_path):

@@ -52,6 +52,7 @@ PATH_KNOBS = [  # values are paths made by the test
     ("--qnn-sdk", "qnn_sdk", "QNN_GENAI_SDK", "qnn_sdk"),
     ("--qnn-cache-dir", "qnn_cache_dir", "QNN_GENAI_CACHE_DIR", "cache_dir"),
     ("--qnn-report", "qnn_report", "QNN_GENAI_REPORT", "report_dir"),
+    ("--executorch-src", "qnn_executorch_src", "QNN_GENAI_EXECUTORCH_SRC", "executorch_src"),
 ]
 SWITCHES = [  # flag, ini key, environment variable, Settings field
     ("--qnn-rebuild", "qnn_rebuild", "QNN_GENAI_REBUILD", "rebuild"),
@@ -59,6 +60,16 @@ SWITCHES = [  # flag, ini key, environment variable, Settings field
     ("--qnn-update-golden", "qnn_update_golden", "QNN_GENAI_UPDATE_GOLDEN", "update_golden"),
 ]
 OTHER = {"compare_to"}  # needs a results.json: tests/unit/report and the perf suite cover it
+
+
+def executorch_tree(root: Path) -> Path:
+    """An ExecuTorch source tree as the runners' build checks it: every file it compiles."""
+    from pytest_qnn_genai.runners.sources import ALL_SOURCES
+
+    for rel in ALL_SOURCES:
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).touch()
+    return root
 
 
 def _settings(result: pytest.RunResult) -> dict:
@@ -76,7 +87,8 @@ def test_every_settings_field_is_covered_here() -> None:
 def test_every_knob_in_every_form(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
                                   emulator_sdk_root: Path, tmp_path: Path, form: str) -> None:
     paths = {"qnn_sdk": str(emulator_sdk_root), "cache_dir": str(tmp_path / f"c-{form}"),
-             "report_dir": str(tmp_path / f"r-{form}")}
+             "report_dir": str(tmp_path / f"r-{form}"),
+             "executorch_src": str(executorch_tree(tmp_path / f"et-{form}"))}
     values = [(f, i, e, v) for f, i, e, v, _, _ in VALUE_KNOBS]
     values += [(f, i, e, paths[field]) for f, i, e, field in PATH_KNOBS]
     monkeypatch.delenv("QNN_GENAI_CACHE_DIR", raising=False)

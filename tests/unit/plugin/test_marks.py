@@ -34,7 +34,7 @@ def test_unparametrised_soc_mark(): pass
 def test_skips_name_the_target(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(MARKED)
     result = pytester.runpytest("-v", "-rs", "--soc", "SM8650")
-    result.assert_outcomes(passed=2, skipped=5)
+    result.assert_outcomes(passed=2, skipped=10)
     result.stdout.fnmatch_lines_random([
         "*test_only_8750?SM8650-htp-emulator? SKIPPED*",
         "*test_8650_or_8750?SM8650-htp-emulator? PASSED*",
@@ -47,6 +47,7 @@ def test_skips_name_the_target(pytester: pytest.Pytester) -> None:
         "SKIPPED [[]1[]] *: SM8650-htp-emulator: backend htp not in backend('gpu',)",
         "SKIPPED [[]1[]] *: SM8650-htp-emulator: needs a phone (--device SERIAL)",
         "SKIPPED [[]1[]] *: nightly test: run with --nightly",
+        "SKIPPED [[]*[]] *: SM8650-htp-x86-runner: needs ExecuTorch's own runners for x86: *",
     ])
 
 
@@ -69,7 +70,7 @@ def test_unsupported_backend_is_skipped_at_collection_naming_it(pytester: pytest
     skipped before it runs, with the reason; a test without a target still runs."""
     pytester.makepyfile(MARKED)
     result = pytester.runpytest("-v", "-rs", "--backend", backend, "--nightly")
-    result.assert_outcomes(passed=1, skipped=6)
+    result.assert_outcomes(passed=1, skipped=11)
     result.stdout.fnmatch_lines_random([
         f"*test_gpu_only?SM8650-{backend}-emulator? SKIPPED*",
         f"SKIPPED [[]*[]] *: SM8650-{backend}-emulator: backend {backend} is not supported: *",

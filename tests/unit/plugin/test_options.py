@@ -17,17 +17,22 @@ def _ids(result: pytest.RunResult) -> list[str]:
 
 
 def test_default_target_is_sm8650_on_the_emulator(pytester: pytest.Pytester) -> None:
+    """Both ways of running the emulator: the host runner here, and upstream's runners, which
+    without a source tree or a prebuilt runner are skipped naming what to pass (never silent)."""
     pytester.makepyfile(TARGET_TEST)
-    result = pytester.runpytest("-v")
-    result.assert_outcomes(passed=1)
-    assert _ids(result) == ["SM8650-htp-emulator"]
+    result = pytester.runpytest("-v", "-rs")
+    result.assert_outcomes(passed=1, skipped=1)
+    assert _ids(result) == ["SM8650-htp-emulator", "SM8650-htp-x86-runner"]
+    result.stdout.fnmatch_lines(["SKIPPED [[]1[]] *: SM8650-htp-x86-runner: needs ExecuTorch's own "
+                                 "runners for x86: pass --executorch-src DIR *"])
 
 
 def test_repeatable_soc_case_insensitive(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(TARGET_TEST)
     result = pytester.runpytest("-v", "--soc", "SM8650", "--soc", "sm8750", "-s")
-    result.assert_outcomes(passed=2)
-    assert _ids(result) == ["SM8650-htp-emulator", "SM8750-htp-emulator"]
+    result.assert_outcomes(passed=2, skipped=2)
+    assert _ids(result) == ["SM8650-htp-emulator", "SM8650-htp-x86-runner",
+                            "SM8750-htp-emulator", "SM8750-htp-x86-runner"]
     result.stdout.fnmatch_lines(["*TARGET SM8750-htp-emulator v79*"])
 
 
@@ -35,16 +40,18 @@ def test_env_var_form(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
     monkeypatch.setenv("QNN_GENAI_SOC", "SM8550,SM8850")
     pytester.makepyfile(TARGET_TEST)
     result = pytester.runpytest("-v")
-    assert _ids(result) == ["SM8550-htp-emulator", "SM8850-htp-emulator"]
+    assert _ids(result) == ["SM8550-htp-emulator", "SM8550-htp-x86-runner",
+                            "SM8850-htp-emulator", "SM8850-htp-x86-runner"]
 
 
 def test_ini_form_and_precedence(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     pytester.makeini("[pytest]\nqnn_soc = SM8450\n")
     pytester.makepyfile(TARGET_TEST)
-    assert _ids(pytester.runpytest("-v")) == ["SM8450-htp-emulator"]
+    assert _ids(pytester.runpytest("-v")) == ["SM8450-htp-emulator", "SM8450-htp-x86-runner"]
     monkeypatch.setenv("QNN_GENAI_SOC", "SM8550")
-    assert _ids(pytester.runpytest("-v")) == ["SM8550-htp-emulator"]  # env beats ini
-    assert _ids(pytester.runpytest("-v", "--soc", "SM8350")) == ["SM8350-htp-emulator"]  # CLI wins
+    assert _ids(pytester.runpytest("-v")) == ["SM8550-htp-emulator", "SM8550-htp-x86-runner"]  # env beats ini
+    cli = pytester.runpytest("-v", "--soc", "SM8350")
+    assert _ids(cli) == ["SM8350-htp-emulator", "SM8350-htp-x86-runner"]  # CLI wins
 
 
 def test_unknown_soc_is_one_usage_error_line(pytester: pytest.Pytester) -> None:

@@ -78,6 +78,25 @@ def test_user_sdk_is_used_as_is(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
     assert resolve_sdk(None, tmp_path / "cache").kind == "user"
 
 
+@pytest.mark.parametrize("version", ["2.51.0.260929", "2.48.40.250101"])
+def test_a_user_sdk_executorch_cannot_drive_is_one_line(tmp_path: Path, version: str,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """QAIRT releases measured to move the HTP device config union (the ones the emulator's
+    adapter re-lays out) fail executorch's device creation deep in a build: refused up front."""
+    monkeypatch.delenv("QNN_SDK_ROOT", raising=False)
+    user = tmp_path / "qairt" / version
+    lib = user / "lib" / "x86_64-linux-clang"
+    lib.mkdir(parents=True)
+    for name in ("libQnnHtp.so", "libQnnSystem.so"):
+        (lib / name).write_bytes(b"\x7fELF")
+    (user / "sdk.yaml").write_text(f"name: qairt\nversion: {version}\n")
+    with pytest.raises(SdkError) as err:
+        resolve_sdk(str(user), tmp_path / "cache")
+    message = str(err.value)
+    assert message.startswith(f"--qnn-sdk {user}: QAIRT {version}") and "\n" not in message
+    assert "socModel 0" in message and "2.49.40" in message
+
+
 def test_incomplete_user_sdk_is_one_line(tmp_path: Path) -> None:
     with pytest.raises(SdkError) as err:
         resolve_sdk(str(tmp_path), tmp_path / "cache")
