@@ -12,7 +12,7 @@ PYTEST_ARGS ?=
 TEST_WORKERS ?= 2
 STAMP  := $(VENV)/.installed
 
-.PHONY: gate test unit lint install adb nightly clean
+.PHONY: gate test unit lint install adb dav nightly clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
@@ -28,6 +28,12 @@ install: $(STAMP)
 adb:
 	@command -v adb >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq adb >/dev/null; }
 
+# nginx with its DAV module (Debian bookworm's nginx binary has it built in), the real HTTP cache
+# server the remote-cache tests start on loopback (tests/support/dav_server.py); never started here.
+dav:
+	@PATH="$$PATH:/usr/sbin" nginx -V 2>&1 | grep -q -- --with-http_dav_module || { apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nginx >/dev/null; }
+
 gate: install
 	$(PY) -m pytest suites --soc $(SOC) $(PYTEST_ARGS)
 
@@ -40,7 +46,7 @@ lint: install
 unit: install
 	$(PY) -m pytest tests/unit -n 2 $(PYTEST_ARGS)
 
-test: lint adb
+test: lint adb dav
 	@$(PY) -m pytest tests suites -n $(TEST_WORKERS) --soc $(SOC) $(PYTEST_ARGS); rc=$$?; \
 	  if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests (exit 5)" >&2; fi; exit $$rc
 
