@@ -274,7 +274,8 @@ class ArtifactCache:
                 failure = e
                 shutil.rmtree(tmp)
                 tmp.mkdir()
-            files = {p.name: {"sha256": file_sha256(p), "size": p.stat().st_size}
+            files: dict[str, dict[str, Any]] = {  # Any: str digests and int sizes (JSON)
+                p.name: {"sha256": file_sha256(p), "size": p.stat().st_size}
                      for p in sorted(tmp.iterdir()) if p.is_file() and p.name != MANIFEST}
             elapsed = time.monotonic() - start
             manifest = {"stage": stage, "key": key, "label": label, "inputs": inputs,

@@ -32,7 +32,14 @@ TOKEN_ENV = "QNN_GENAI_REMOTE_CACHE_TOKEN"  # a bearer token for HTTP stores, ne
 
 
 class RemoteError(Exception):
-    """A remote store operation failed (the message is one line, without credentials)."""
+    """A remote store operation failed (the message is one line, without credentials).
+
+    ``why`` is the failure without the request's path (what every process of a run says alike,
+    so pytest's warning summary shows one line for all xdist workers)."""
+
+    def __init__(self, message: str, why: str | None = None) -> None:
+        super().__init__(message)
+        self.why = why or message
 
 
 class RemoteUnavailable(RemoteError):

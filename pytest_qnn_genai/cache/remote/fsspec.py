@@ -71,8 +71,8 @@ class FsspecStore(RemoteStore):
             dest.unlink(missing_ok=True)
             return False
         except Exception as e:  # noqa: BLE001 - any filesystem package's error means unavailable
-            raise RemoteUnavailable(f"get {self.describe()}/{path}: {type(e).__name__}: {e}") \
-                from None
+            raise RemoteUnavailable(f"get {self.describe()}/{path}: {type(e).__name__}: {e}",
+                                    f"get: {type(e).__name__}") from None
         return True
 
     def put(self, path: str, src: Path) -> None:
@@ -81,7 +81,8 @@ class FsspecStore(RemoteStore):
             self.fs.makedirs(full.rsplit("/", 1)[0], exist_ok=True)
             self.fs.put_file(str(src), full)
         except PermissionError as e:
-            raise RemoteRefused(f"put {self.describe()}/{path}: {e}") from None
-        except Exception as e:  # noqa: BLE001 - any filesystem package's error means unavailable
-            raise RemoteUnavailable(f"put {self.describe()}/{path}: {type(e).__name__}: {e}") \
+            raise RemoteRefused(f"put {self.describe()}/{path}: {e}", "put: PermissionError") \
                 from None
+        except Exception as e:  # noqa: BLE001 - any filesystem package's error means unavailable
+            raise RemoteUnavailable(f"put {self.describe()}/{path}: {type(e).__name__}: {e}",
+                                    f"put: {type(e).__name__}") from None

@@ -77,8 +77,8 @@ class HttpStore(RemoteStore):
         if status == 404:
             return False
         if status != 200:
-            raise RemoteUnavailable(f"GET {self.describe()}/{path} answered HTTP {status}"
-                                    + self._auth_hint(status))
+            why = f"GET answered HTTP {status}{self._auth_hint(status)}"
+            raise RemoteUnavailable(f"GET {self.describe()}/{path}: {why}", why)
         return True
 
     def put(self, path: str, src: Path) -> None:
@@ -95,10 +95,11 @@ class HttpStore(RemoteStore):
         status = self._call("PUT", path, once)
         if 200 <= status < 300:
             return
-        message = f"PUT {self.describe()}/{path} answered HTTP {status}" + self._auth_hint(status)
+        why = f"PUT answered HTTP {status}{self._auth_hint(status)}"
+        message = f"PUT {self.describe()}/{path}: {why}"
         if 400 <= status < 500 or status in (501, 507):
-            raise RemoteRefused(message)
-        raise RemoteUnavailable(message)
+            raise RemoteRefused(message, why)
+        raise RemoteUnavailable(message, why)
 
     def _auth_hint(self, status: int) -> str:
         if status not in (401, 403):
@@ -115,8 +116,8 @@ class HttpStore(RemoteStore):
                 return int(e.code)
             except (urllib.error.URLError, OSError, http.client.HTTPException) as e:
                 if not _connection_error(e) or attempt == len(self.retry_delays_s):
-                    tries = f" (after {attempt + 1} tries)" if attempt else ""
-                    raise RemoteUnavailable(f"{method} {self.describe()}/{path}: {_why(e)}"
-                                            f"{tries}") from None
+                    detail = _why(e) + (f" (after {attempt + 1} tries)" if attempt else "")
+                    raise RemoteUnavailable(f"{method} {self.describe()}/{path}: {detail}",
+                                            f"{method}: {detail}") from None
                 time.sleep(self.retry_delays_s[attempt])
         raise AssertionError("unreachable: the loop returns or raises")

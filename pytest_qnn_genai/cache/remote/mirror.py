@@ -15,7 +15,8 @@ Contract:
   the manifest finds the files.
 - The first time the store is unreachable this process stops using it (one warning line; every
   entry after it is built locally); the first refused write stops uploads (one warning line;
-  downloads go on). Neither ever fails a build.
+  downloads go on). Neither ever fails a build. The warning names no request, so every xdist
+  worker says the same line and pytest's warning summary shows it once.
 - Keys the store did not have are remembered for the process, so asking again costs nothing.
 """
 from __future__ import annotations
@@ -127,7 +128,7 @@ class RemoteMirror:
             self.store.put(manifest_path(manifest["stage"], manifest["key"]), folder / MANIFEST)
         except RemoteRefused as e:
             self.writable = False
-            self.warn(f"remote cache {self.describe()} refuses uploads ({e}): entries built "
+            self.warn(f"remote cache {self.describe()} refuses uploads ({e.why}): entries built "
                       "here are not shared in this run")
             return
         except RemoteUnavailable as e:
@@ -139,5 +140,5 @@ class RemoteMirror:
 
     def _lost(self, e: RemoteUnavailable) -> None:
         self.readable = self.writable = False
-        self.warn(f"remote cache {self.describe()} is unavailable ({e}): building locally for "
-                  "the rest of this run")
+        self.warn(f"remote cache {self.describe()} is unavailable ({e.why}): building locally "
+                  "for the rest of this run")

@@ -207,8 +207,7 @@ def test_the_server_stopped_mid_run_is_one_warning_and_local_builds(dav: NginxDa
         cache.get_or_build("other", {}, lambda out: (out / "a").write_bytes(b"a"))
     assert builds.built == ["quantize", "compile", "genai"]
     assert (cache.stats.builds, cache.stats.uploaded) == (4, 1)
-    assert len(said) == 1 and said[0].startswith(
-        f"remote cache {dav.url} is unavailable (GET {dav.url}/v1/ac/compile/")
+    assert len(said) == 1 and said[0].startswith(f"remote cache {dav.url} is unavailable (GET: ")
     assert "ConnectionRefusedError" in said[0] and "(after 3 tries)" in said[0] and said[0].endswith(
         "building locally for the rest of this run")
 
@@ -216,7 +215,7 @@ def test_the_server_stopped_mid_run_is_one_warning_and_local_builds(dav: NginxDa
     with cache_warnings() as said2:
         builds2.all(fresh)
     assert builds2.built == ["quantize", "compile", "genai"] and len(said2) == 1
-    assert said2[0].startswith(f"remote cache {dav.url} is unavailable (GET ")
+    assert said2[0] == said[0]  # no request in it: every process says the same line
 
 
 def test_the_server_lost_during_a_build_costs_only_the_upload(dav: NginxDav,
@@ -231,8 +230,7 @@ def test_the_server_lost_during_a_build_costs_only_the_upload(dav: NginxDav,
         entry = cache.get_or_build("s", {}, build)
     assert entry.file("a.bin").read_bytes() == b"built here"
     assert (cache.stats.builds, cache.stats.uploaded) == (1, 0)
-    assert len(said) == 1 and said[0].startswith(
-        f"remote cache {dav.url} is unavailable (PUT {dav.url}/v1/cas/")
+    assert len(said) == 1 and said[0].startswith(f"remote cache {dav.url} is unavailable (PUT: ")
 
 
 @pytest.mark.parametrize("writes", ["405", "403"])
@@ -254,9 +252,9 @@ def test_a_read_only_remote_is_one_warning_and_still_serves(dav_factory, tmp_pat
     assert builds.built == ["compile", "genai"]
     assert extra.file("x").read_bytes() == b"x"  # downloads go on after the refusal
     assert (cache.stats.downloaded, cache.stats.uploaded, cache.stats.builds) == (2, 0, 2)
-    assert len(said) == 1 and said[0].startswith(f"remote cache {read_only.url} refuses uploads "
-                                                 f"(PUT {read_only.url}/v1/cas/")
-    assert f"answered HTTP {writes}" in said[0]
+    hint = " (no token: is $QNN_GENAI_REMOTE_CACHE_TOKEN set?)" if writes == "403" else ""
+    assert said == [f"remote cache {read_only.url} refuses uploads (PUT answered HTTP {writes}"
+                    f"{hint}): entries built here are not shared in this run"]
 
 
 def test_a_bearer_token_from_the_environment_is_sent_and_never_printed(dav_factory,

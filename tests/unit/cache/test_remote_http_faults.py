@@ -48,6 +48,7 @@ def test_a_refused_write_is_read_only_and_names_the_token_without_printing_it(
         with pytest.raises(RemoteRefused) as raised:
             HttpStore(server.url, token=TOKEN, **FAST).put("v1/cas/x", tmp_path / "f")
     assert "answered HTTP 403 (a token is sent)" in str(raised.value)
+    assert raised.value.why == "PUT answered HTTP 403 (a token is sent)"
     assert TOKEN not in str(raised.value)
     assert f"Authorization: Bearer {TOKEN}".encode() in server.requests[0]
 
