@@ -12,7 +12,7 @@ PYTEST_ARGS ?=
 TEST_WORKERS ?= 2
 STAMP  := $(VENV)/.installed
 
-.PHONY: gate test unit lint install adb build-deps nightly clean
+.PHONY: gate test unit lint install adb build-deps dav nightly clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
@@ -36,6 +36,12 @@ build-deps:
 	  [ "$$n" = "$(words $(BUILD_DEPS))" ] || \
 	  { apt-get update -qq && apt-get install -y -qq $(BUILD_DEPS) >/dev/null; }
 
+# nginx with its DAV module (Debian bookworm's nginx binary has it built in), the real HTTP cache
+# server the remote-cache tests start on loopback (tests/support/dav_server.py); never started here.
+dav:
+	@PATH="$$PATH:/usr/sbin" nginx -V 2>&1 | grep -q -- --with-http_dav_module || { apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nginx >/dev/null; }
+
 gate: install build-deps
 	$(PY) -m pytest suites --soc $(SOC) $(PYTEST_ARGS)
 
@@ -51,7 +57,7 @@ lint: install
 unit: install
 	$(PY) -m pytest tests/unit -n 2 $(PYTEST_ARGS)
 
-test: lint adb build-deps
+test: lint adb build-deps dav
 	@$(PY) -m pytest tests suites -n $(TEST_WORKERS) --soc $(SOC) $(PYTEST_ARGS); rc=$$?; \
 	  if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests (exit 5)" >&2; fi; exit $$rc
 

@@ -27,7 +27,9 @@ from pytest_qnn_genai.targets import EMULATOR, Target
 
 if TYPE_CHECKING:
     import torch
+    from transformers import LlamaForCausalLM
 
+    from pytest_qnn_genai.checks.encodings import GraphEncodings
     from pytest_qnn_genai.devices.session import DeviceSession, DeviceSessions
     from pytest_qnn_genai.flows.legacy import LegacyArtifacts
     from pytest_qnn_genai.runners import RunnerBuild
@@ -44,6 +46,9 @@ CODE = {
     "fp32-reference": ("pytest_qnn_genai.stages.reference", "pytest_qnn_genai.stages.prepare"),
     "qdq-logits": ("pytest_qnn_genai.stages.reference", "pytest_qnn_genai.stages.prepare"),
     "runners-build": ("pytest_qnn_genai.runners.build",),
+    "qdq-encodings": ("pytest_qnn_genai.checks.encodings",),
+    "llm-config": ("pytest_qnn_genai.stages.recipe",),
+    "transformers-logits": ("pytest_qnn_genai.models.hf",),
 }
 
 
@@ -56,6 +61,7 @@ class Pipeline:
         self.devices = devices  # this worker's phones, for phone targets
         self.package_root = package_root  # the package whose code keys hash (tests: a copy)
         self._prepared: dict[str, PreparedModel] = {}
+        self._transformers: dict[str, LlamaForCausalLM] = {}  # case name -> transformers' model
 
     def build_target(self, target: Target) -> Target:
         """The target the builds for ``target`` are made for. A phone whose device says it runs
@@ -141,11 +147,9 @@ class Pipeline:
         """Greedy generation of any hybrid .pte of ``case`` (another flow's build) on ``target``:
         in this process on the emulator, with the runner on a phone (``digest`` names the pushed
         copy; default: the file's sha256)."""
-        from pytest_qnn_genai.stages.recipe import decoder_model_version
-
         prompt = prompt if prompt is not None else case.eval_prompt
         n = max_new_tokens or case.max_new_tokens
-        version = decoder_model_version(case)
+        version = self.decoder_model_version(case)
         device = self._device(target)
         if device is None:
             from pytest_qnn_genai.runtime.run import run
@@ -155,6 +159,22 @@ class Pipeline:
         return device.generate(pte, case.path("tokenizer_model"), case.path("tokenizer_bin"),
                                prompt, n, target, digest, logits=logits,
                                decoder_model_version=version)
+
+    def decoder_model_version(self, case: ModelCase) -> str:
+        """The runner's ``--decoder_model_version`` for ``case`` (llama.py's model config),
+        cached: reading it imports executorch's LLM example package (6-12 s measured), which a
+        warm run needs for nothing else."""
+        import json
+
+        from pytest_qnn_genai.stages.recipe import decoder_model_version
+
+        def build(out: Path) -> None:
+            (out / "llm_config.json").write_text(json.dumps(
+                {"decoder_model_version": decoder_model_version(case)}))
+
+        entry = self._build("llm-config", {"decoder_model": case.decoder_model}, build,
+                            label=case.decoder_model)
+        return str(json.loads(entry.file("llm_config.json").read_text())["decoder_model_version"])
 
     def run_method(self, target: Target, pte: Path, inputs: Sequence[torch.Tensor],
                    digest: str | None = None) -> list[torch.Tensor]:
@@ -284,6 +304,39 @@ class Pipeline:
             "qdq-logits", {"prompt_tokens": list(prompt_tokens), "tokens": list(tokens)}, build,
             upstream=(qdq_entry.digest,), label=f"{case.name} {target.soc.name}-{target.backend}")
         return Reference.load(entry.path).logits
+
+    def qdq_encodings(self, graph: Path) -> GraphEncodings:
+        """The encodings table of any flow's QDQ ``.pt2`` (the check's input), cached under the
+        graph's sha256: a warm run does not load the graph."""
+        from pytest_qnn_genai.checks.encodings import ENCODINGS_FILE, GraphEncodings, graph_encodings
+        from pytest_qnn_genai.files import file_sha256
+
+        entry = self._build("qdq-encodings", {"graph_sha256": file_sha256(graph)},
+                            lambda out: graph_encodings(graph).save(out),
+                            label=f"{graph.parent.parent.name}/{graph.name}")
+        return GraphEncodings.load(entry.file(ENCODINGS_FILE))
+
+    def transformers_logits(self, case: ModelCase, tokens: Sequence[int]) -> np.ndarray:
+        """transformers' fp32 logits of one causal pass over ``tokens`` (the independent
+        reference, :mod:`pytest_qnn_genai.models.hf`), cached: loading transformers' model costs
+        seconds. The key holds every file of the case's folder (the llama3 cases' HF copy too)
+        and transformers' version."""
+        from pytest_qnn_genai.files import file_sha256
+        from pytest_qnn_genai.models import hf
+        from pytest_qnn_genai.sdk.versions import dist_version
+
+        def build(out: Path) -> None:
+            if case.name not in self._transformers:
+                self._transformers[case.name] = hf.reference_model(case)
+            np.save(out / "logits.npy", hf.logits(self._transformers[case.name], list(tokens)))
+
+        files = {p.name: file_sha256(p) for p in sorted(case.folder.iterdir()) if p.is_file()}
+        entry = self._build(
+            "transformers-logits", {"case": case.build_fingerprint(), "folder_sha256": files,
+                                    "transformers": dist_version("transformers"),
+                                    "tokens": list(tokens)}, build, label=case.name)
+        logits: np.ndarray = np.load(entry.file("logits.npy"))
+        return logits
 
 
 def _build_s(entry: CacheEntry) -> float:

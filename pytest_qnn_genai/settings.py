@@ -41,6 +41,7 @@ class Settings:
     qnn_sdk: str | None
     cache_dir: Path
     cache_max_gb: float | None
+    remote_cache: str | None
     rebuild: bool
     models: tuple[str, ...]
     nightly: bool

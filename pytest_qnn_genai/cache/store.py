@@ -32,10 +32,12 @@ import tempfile
 import time
 import warnings
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pytest_qnn_genai.cache import housekeeping
+from pytest_qnn_genai.cache.failures import RememberedFailure, failure_of, failure_record, known, recalled
 from pytest_qnn_genai.cache.housekeeping import EntryInfo, format_bytes
 from pytest_qnn_genai.cache.layout import (
     MANIFEST,
@@ -47,15 +49,22 @@ from pytest_qnn_genai.cache.layout import (
     trash_path,
 )
 from pytest_qnn_genai.cache.lock import KeyLock
+from pytest_qnn_genai.cache.remote.mirror import RemoteMirror
+from pytest_qnn_genai.cache.stats import CacheStats
 
 # cache/'s only imports from the rest of the package
 from pytest_qnn_genai.files import file_sha256
 from pytest_qnn_genai.progress import Writer, heartbeat, stderr_writer
 from pytest_qnn_genai.untyped import Json
 
+if TYPE_CHECKING:
+    from pytest_qnn_genai.cache.remote.base import RemoteStore
+
+__all__ = ["ArtifactCache", "CacheEntry", "CacheStats", "CacheWarning", "RememberedFailure"]
+
 
 class CacheWarning(UserWarning):
-    """A cache entry was found damaged and is being rebuilt."""
+    """A cache entry was found damaged and is being rebuilt, or the remote cache is unusable."""
 
 
 def _canonical(obj: object) -> str:
@@ -85,42 +94,12 @@ class CacheEntry:
         return self.path / name
 
 
-@dataclass
-class CacheStats:
-    """What the cache did in this process."""
-
-    hits: int = 0
-    builds: int = 0
-    rebuilt_damaged: int = 0
-    build_s: float = 0.0
-    bytes_built: int = 0
-    built_keys: list[str] = field(default_factory=list)
-    evicted: int = 0
-    bytes_evicted: int = 0
-    leftovers_removed: int = 0
-
-    def merge(self, other: Mapping[str, Json]) -> None:
-        """Add another process's stats (as produced by :meth:`to_dict`)."""
-        self.hits += other["hits"]
-        self.builds += other["builds"]
-        self.rebuilt_damaged += other["rebuilt_damaged"]
-        self.build_s += other["build_s"]
-        self.bytes_built += other["bytes_built"]
-        self.built_keys += other["built_keys"]
-        self.evicted += other.get("evicted", 0)
-        self.bytes_evicted += other.get("bytes_evicted", 0)
-        self.leftovers_removed += other.get("leftovers_removed", 0)
-
-    def to_dict(self) -> dict[str, Json]:
-        return dict(self.__dict__)
-
-
 class ArtifactCache:
     """Stage outputs under ``root/<stage>/<key>/``, keyed by content and versions."""
 
     def __init__(self, root: Path, versions: Mapping[str, str], rebuild_before: float | None = None,
                  progress: Writer = stderr_writer, max_bytes: int | None = None,
-                 session_start: float | None = None) -> None:
+                 session_start: float | None = None, remote: RemoteStore | None = None) -> None:
         self.root = root
         self.versions = dict(versions)
         self.rebuild_before = rebuild_before  # entries created before this are ignored (rebuild)
@@ -128,9 +107,15 @@ class ArtifactCache:
         self.max_bytes = max_bytes  # after a build, evict LRU entries beyond this many bytes
         self.session_start = time.time() if session_start is None else session_start
         self.stats = CacheStats()
+        # entries are fetched from ``remote`` before building and uploaded to it after
+        self.remote = None if remote is None else RemoteMirror(remote, self.stats, self._warn)
         self._used: set[str] = set()  # "stage/key" of every entry handed out by this object
         self._swept = False
         self._said_over = False
+
+    @staticmethod
+    def _warn(message: str) -> None:
+        warnings.warn(CacheWarning(message), stacklevel=4)
 
     def key(self, stage: str, inputs: Mapping[str, Json], upstream: Sequence[str] = ()) -> str:
         """The content key of a stage run."""
@@ -162,7 +147,9 @@ class ArtifactCache:
         return manifest
 
     def _fresh(self, manifest: Mapping[str, Json]) -> bool:
-        return self.rebuild_before is None or manifest.get("created", 0) >= self.rebuild_before
+        """Usable: not older than a rebuild request, and not the failure of an unknown class."""
+        return (self.rebuild_before is None or manifest.get("created", 0) >= self.rebuild_before) \
+            and known(manifest)
 
     def _peek(self, stage: str, key: str) -> tuple[CacheEntry | None, bool]:
         """Lock-free: (the entry, False) if whole and fresh; (None, True) if it looks damaged.
@@ -204,22 +191,25 @@ class ArtifactCache:
             return  # removed by a process that does not take the lock (an older version)
         shutil.rmtree(trash, ignore_errors=True)
 
-    def lookup(self, stage: str, key: str) -> CacheEntry | None:
-        """The valid entry for ``key`` if present (damaged entries are removed with a warning)."""
+    def lookup(self, stage: str, key: str, label: str = "") -> CacheEntry | None:
+        """The valid entry for ``key`` if present here or in the remote cache, never built
+        (damaged entries are removed with a warning; a remembered failure is raised)."""
         entry, damaged = self._peek(stage, key)
-        if damaged:
+        if damaged or (entry is None and self.remote is not None and self.remote.readable):
+            (self.root / stage).mkdir(parents=True, exist_ok=True)
             with KeyLock(lock_path(self.root / stage, key)):
-                entry = self._locked_lookup(stage, key)
-        if entry is not None:
-            self._used.add(f"{stage}/{key}")
-        return entry
+                entry = self._locked_lookup(stage, key) or self._download(stage, key, label)
+        return None if entry is None else self._hand_out(stage, key, entry, label)
 
     def get_or_build(self, stage: str, inputs: Mapping[str, Json], build: Callable[[Path], object],
                      upstream: Sequence[str] = (), label: str = "") -> CacheEntry:
         """Return the entry for this stage run, building it (once, across processes) if needed.
 
         ``build(folder)`` writes the artifact's files into ``folder``; it runs in a temporary
-        folder that is renamed into place only when it returns.
+        folder that is renamed into place only when it returns. Before building, the entry is
+        fetched from the remote cache (if one is set) and verified; after building, uploaded.
+        A builder that raises a :class:`RememberedFailure` leaves a failed entry: this call and
+        every later one for the key raise that failure (see :mod:`pytest_qnn_genai.cache.failures`).
         """
         key = self.key(stage, inputs, upstream)
         if not self._swept:
@@ -230,32 +220,70 @@ class ArtifactCache:
             with KeyLock(lock_path(self.root / stage, key)):
                 entry = self._locked_lookup(stage, key)  # built meanwhile, or damaged: discarded
                 if entry is None:
+                    entry = self._download(stage, key, label)
+                if entry is None:
                     entry = self._build(stage, key, inputs, upstream, build, label)
+        return self._hand_out(stage, key, entry, label)
+
+    def _hand_out(self, stage: str, key: str, entry: CacheEntry, label: str) -> CacheEntry:
+        """Count the use of ``entry`` and return it, or raise the failure it remembers."""
         self._used.add(f"{stage}/{key}")
+        if not entry.hit:  # built or downloaded: the cache grew
+            self.enforce_bound()
+        if failure_of(entry.manifest) is not None:
+            if entry.hit:
+                self.stats.failures_recalled += 1
+            raise recalled(entry.manifest, stage, label or str(entry.manifest.get("label", "")))
         if entry.hit:
             self.stats.hits += 1
-        else:
-            self.enforce_bound()
         return entry
+
+    def _download(self, stage: str, key: str, label: str) -> CacheEntry | None:
+        """Holding the key's lock: the entry fetched from the remote cache and verified, or None."""
+        if self.remote is None or not self.remote.readable:
+            return None
+        tmp = Path(tempfile.mkdtemp(prefix=f"{TMP_PREFIX}{key}-", dir=self.root / stage))
+        try:
+            manifest = self.remote.fetch(stage, key, tmp, self._fresh, label)
+            if manifest is None:
+                return None
+            final = self.root / stage / key
+            if final.exists():  # stale (rebuild requested): move it out of the way first
+                self._trash(final)
+            os.rename(tmp, final)
+        finally:
+            if tmp.exists():
+                shutil.rmtree(tmp, ignore_errors=True)
+        touch(final)
+        return CacheEntry(final, manifest, hit=False)
 
     def _build(self, stage: str, key: str, inputs: Mapping[str, Json], upstream: Sequence[str],
                build: Callable[[Path], object], label: str) -> CacheEntry:
-        """Holding the key's lock: build into a ``.tmp-`` folder and rename it into place."""
+        """Holding the key's lock: build into a ``.tmp-`` folder and rename it into place, then
+        upload it. A :class:`RememberedFailure` is stored as a failed entry (no files)."""
         final = self.root / stage / key
         if final.exists():  # stale (rebuild requested): move it out of the way first
             self._trash(final)
         tmp = Path(tempfile.mkdtemp(prefix=f"{TMP_PREFIX}{key}-", dir=self.root / stage))
         start = time.monotonic()
+        failure: RememberedFailure | None = None
         try:
-            with heartbeat(f"build {stage} {label}".rstrip(), self.progress):
-                build(tmp)
-            files: dict[str, dict[str, str | int]] = {
+            try:
+                with heartbeat(f"build {stage} {label}".rstrip(), self.progress):
+                    build(tmp)
+            except RememberedFailure as e:  # remembered under the key: the partial files go
+                failure = e
+                shutil.rmtree(tmp)
+                tmp.mkdir()
+            files: dict[str, dict[str, Json]] = {
                 p.name: {"sha256": file_sha256(p), "size": p.stat().st_size}
                      for p in sorted(tmp.iterdir()) if p.is_file() and p.name != MANIFEST}
             elapsed = time.monotonic() - start
             manifest = {"stage": stage, "key": key, "label": label, "inputs": inputs,
                         "upstream": list(upstream), "versions": self.versions, "files": files,
                         "build_s": round(elapsed, 3), "created": time.time()}
+            if failure is not None:
+                manifest["failure"] = failure_record(failure)
             (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True, default=str))
             os.rename(tmp, final)
         finally:
@@ -263,8 +291,13 @@ class ArtifactCache:
                 shutil.rmtree(tmp, ignore_errors=True)
         self.stats.builds += 1
         self.stats.build_s += elapsed
-        self.stats.bytes_built += sum(int(f["size"]) for f in files.values())
+        self.stats.bytes_built += sum(f["size"] for f in files.values())
         self.stats.built_keys.append(f"{stage}/{key}")
+        if self.remote is not None:
+            self.remote.upload(final, manifest)
+        if failure is not None:
+            self.stats.failures_remembered += 1
+            raise failure
         return CacheEntry(final, manifest, hit=False)
 
     def sweep(self) -> list[Path]:

@@ -4,13 +4,19 @@ Node names differ between flows, so a tensor is matched by its meaning: an activ
 producer's module path and aten op (k-th occurrence in that module), a weight by its consumer.
 :func:`compare_encodings` then requires the same bit width and range endpoints within
 ``max_steps`` quantisation steps, and fails (never passes vacuously) when no tensor matched.
+
+Loading a ``.pt2`` graph costs seconds (``torch.export.load``); what the check needs of it is a
+small table (:class:`GraphEncodings`: the user inputs' shapes and every encoding), which
+:func:`graph_encodings` derives once and :meth:`GraphEncodings.save`/:meth:`GraphEncodings.load`
+keep as JSON, so the pipeline caches it next to the graph it came from.
 """
 from __future__ import annotations
 
+import json
 import math
 import re
 from collections import Counter, defaultdict
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -119,6 +125,47 @@ def load_qdq(path: Path | str) -> torch.export.ExportedProgram:
     import torch
 
     return torch.export.load(str(path))
+
+
+ENCODINGS_FILE = "encodings.json"
+
+
+@dataclass(frozen=True)
+class GraphEncodings:
+    """What the encodings check needs of one QDQ graph: its user inputs' shapes (the graph's
+    calling shape) and its encodings keyed by what they quantise."""
+
+    input_shapes: tuple[tuple[int, ...], ...]
+    encodings: dict[str, Encoding]
+
+    def save(self, folder: Path) -> Path:
+        path = folder / ENCODINGS_FILE
+        path.write_text(json.dumps({"input_shapes": self.input_shapes,
+                                    "encodings": [asdict(e) for e in self.encodings.values()]}))
+        return path
+
+    @classmethod
+    def load(cls, path: Path) -> GraphEncodings:
+        data = json.loads(Path(path).read_text())
+        encodings = {}
+        for e in data["encodings"]:
+            encodings[e["key"]] = Encoding(e["key"], e["layer"], tuple(e["scale"]),
+                                           tuple(e["zero_point"]), e["qmin"], e["qmax"],
+                                           e["dtype"])
+        return cls(tuple(tuple(s) for s in data["input_shapes"]), encodings)
+
+
+def input_shapes(ep: torch.export.ExportedProgram) -> tuple[tuple[int, ...], ...]:
+    """Shapes of a saved ``ExportedProgram``'s user inputs, in order."""
+    user_inputs = set(ep.graph_signature.user_inputs)
+    return tuple(tuple(int(d) for d in p.meta["val"].shape) for p in ep.graph.nodes
+                 if p.op == "placeholder" and p.name in user_inputs)
+
+
+def graph_encodings(path: Path | str) -> GraphEncodings:
+    """Load a QDQ ``.pt2`` and derive what the encodings check needs of it."""
+    ep = load_qdq(path)
+    return GraphEncodings(input_shapes(ep), qdq_encodings(ep))
 
 
 def encoding_steps(a: Encoding, b: Encoding) -> float:

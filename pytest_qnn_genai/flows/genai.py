@@ -23,6 +23,7 @@ import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from pytest_qnn_genai.cache import RememberedFailure
 from pytest_qnn_genai.flows.base import BuildRequest, Flow, FlowOutput
 from pytest_qnn_genai.hybrid import CALIBRATION, DECODE, QDQ, TEXT_DECODER
 from pytest_qnn_genai.sdk.versions import dist_version
@@ -35,8 +36,11 @@ if TYPE_CHECKING:
 ARTIFACTS_FILE = "genai_artifacts.txt"
 
 
-class GenAIUnavailable(RuntimeError):
-    """executorch's genai_pipeline cannot build the case yet: a stage is not implemented."""
+class GenAIUnavailable(RememberedFailure, RuntimeError):
+    """executorch's genai_pipeline cannot build the case yet: a stage is not implemented.
+
+    A :class:`RememberedFailure`: the cache keeps it under the build's key (which holds the
+    executorch version), so warm runs do not retry the same executorch's missing compiler."""
 
 
 class GenAIFlowError(RuntimeError):

@@ -120,6 +120,19 @@ def _cache_dir(raw: Raw, knob: Knob, ctx: Context) -> Path:
     return _path(raw, knob, ctx) or default_cache_dir(ctx.environ, explicit=False).resolve()
 
 
+def _remote_url(raw: Raw, knob: Knob, ctx: Context) -> str | None:
+    """A remote cache URL the installed packages can open (checked now, no network traffic)."""
+    url = _text(raw, knob, ctx)
+    if url is not None:
+        from pytest_qnn_genai.cache.remote import RemoteConfigError, check_url
+
+        try:
+            check_url(url)
+        except RemoteConfigError as e:
+            raise OptionError(str(e)) from None
+    return url
+
+
 def number(kind: type[int] | type[float], low: float, high: float | None = None,
            low_open: bool = False) -> Parser:
     """A parser for ``kind`` (int or float) within ``[low, high]`` (``(low, ...`` if low_open)."""
@@ -193,6 +206,10 @@ KNOBS: tuple[Knob, ...] = (
     Knob("qnn_cache_max_gb", "cache_max_gb", "bound the artifact cache to this many GB: after a "
          "build, least recently used entries go first (never one this session uses)",
          optional(number(float, 0.0, low_open=True)), metavar="GB"),
+    Knob("qnn_remote_cache", "remote_cache", "shared artifact cache: fetch entries from URL "
+         "before building, upload what is built (http(s):// GET/PUT with a bearer token from "
+         "$QNN_GENAI_REMOTE_CACHE_TOKEN, or s3:// and other fsspec URLs)", _remote_url,
+         metavar="URL"),
     Knob("qnn_rebuild", "rebuild", "ignore cache hits and rebuild every artifact once", _flag,
          False, kind="bool"),
     Knob("models", "models", "model cases to run, comma separated (default: all registered)",

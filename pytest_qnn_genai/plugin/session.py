@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from pytest_qnn_genai.cache import ArtifactCache, CacheStats
+from pytest_qnn_genai.cache.remote import open_remote, redact
 from pytest_qnn_genai.checks.parity import ParityTable
 from pytest_qnn_genai.models import registry
 from pytest_qnn_genai.plugin import marks, options
@@ -115,11 +116,12 @@ class QnnSession:
     def cache(self) -> ArtifactCache:
         """The artifact cache (``--qnn-cache-dir``; ``--qnn-rebuild`` ignores older entries)."""
         if self._cache is None:
-            gb = self.settings.cache_max_gb
+            gb, url = self.settings.cache_max_gb, self.settings.remote_cache
             self._cache = ArtifactCache(self.settings.cache_dir / "artifacts", stack(self.sdk),
                                         rebuild_before=self.rebuild_before,
                                         max_bytes=None if gb is None else int(gb * 1e9),
-                                        session_start=self.started)
+                                        session_start=self.started,
+                                        remote=None if url is None else open_remote(url))
         return self._cache
 
     def x86_runners(self) -> tuple[Path, Path]:
@@ -257,12 +259,11 @@ class QnnSession:
     def terminal_summary(self, tr: pytest.TerminalReporter) -> None:
         """Cache statistics, the parity table, the perf diff and the report's files."""
         totals = self.cache_stats()
-        if totals.hits or totals.builds:
+        if totals.active:
+            url = self.settings.remote_cache
             tr.write_sep("-", "qnn-genai artifact cache")
-            tr.write_line(
-                f"{totals.hits} hits, {totals.builds} builds ({totals.build_s:.1f}s building, "
-                f"{totals.bytes_built / 1e6:.2f} MB written, {totals.rebuilt_damaged} damaged "
-                f"entries rebuilt, {totals.evicted} evicted) in {self.settings.cache_dir}")
+            tr.write_line(totals.summary(str(self.settings.cache_dir),
+                                         None if url is None else redact(url)))
         if self.parity.rows and not self.is_worker:
             tr.write_sep("-", "qnn-genai parity: legacy vs new (and A/B pairs: A vs B)")
             for line in self.parity.format():

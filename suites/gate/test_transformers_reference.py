@@ -13,7 +13,6 @@ import numpy as np
 import pytest
 
 from pytest_qnn_genai.checks import numerics
-from pytest_qnn_genai.models import hf
 
 MAX_FP32_ABS_DIFF = 1e-3  # two fp32 implementations: float rounding only
 MIN_TARGET_SQNR_DB = 15.0  # the floor the gate holds QDQ to against fp32 (test_gate)
@@ -21,19 +20,20 @@ MIN_TARGET_GREEDY_AGREEMENT = 0.9
 
 
 @pytest.fixture(scope="session")
-def transformers_model(qnn_case):
-    return hf.reference_model(qnn_case)
+def transformers_logits(qnn_pipeline, qnn_case):
+    """transformers' logits of a token sequence (cached: a warm run does not load the model)."""
+    return lambda ids: qnn_pipeline.transformers_logits(qnn_case, ids)
 
 
-def test_fp32_reference_is_transformers(fp32_reference, transformers_model) -> None:
-    want = hf.teacher_forced(transformers_model, fp32_reference.prompt_tokens,
-                             fp32_reference.tokens)
+def test_fp32_reference_is_transformers(fp32_reference, transformers_logits) -> None:
+    prompt, tokens = list(fp32_reference.prompt_tokens), list(fp32_reference.tokens)
+    want = transformers_logits(prompt + tokens[:-1])[len(prompt) - 1:]  # teacher-forced
     diff = float(np.abs(want - fp32_reference.logits).max())
     assert diff <= MAX_FP32_ABS_DIFF, f"fp32 reference vs transformers: max |diff| {diff:.3g}"
     assert (np.argmax(want, 1) == np.argmax(fp32_reference.logits, 1)).all()
 
 
-def test_target_keeps_the_transformers_model(qnn_run, transformers_model) -> None:
-    got = numerics.accuracy_vs_reference(qnn_run, lambda ids: hf.logits(transformers_model, ids))
+def test_target_keeps_the_transformers_model(qnn_run, transformers_logits) -> None:
+    got = numerics.accuracy_vs_reference(qnn_run, transformers_logits)
     assert got["sqnr_db"] >= MIN_TARGET_SQNR_DB, f"target vs transformers logits: {got}"
     assert got["greedy_agreement"] >= MIN_TARGET_GREEDY_AGREEMENT, f"greedy agreement: {got}"

@@ -38,14 +38,12 @@ def test_same_methods_constants_and_io(legacy_signature, new_signature, parity_t
 
 
 def test_qdq_encodings_within_one_step(legacy_artifacts, new_artifacts, parity_table, qnn_case,
-                                       qnn_target) -> None:
-    legacy_ep = encodings.load_qdq(legacy_artifacts.qdq_graph)
-    new_ep = encodings.load_qdq(new_artifacts.qdq_graph)
-    sig = lambda ep: [tuple(p.meta["val"].shape) for p in ep.graph.nodes  # noqa: E731
-                      if p.op == "placeholder" and p.name in ep.graph_signature.user_inputs]
-    assert sig(legacy_ep) == sig(new_ep), "legacy decode_qdq.pt2 is not the calibration graph"
-    report = encodings.compare_encodings(encodings.qdq_encodings(legacy_ep),
-                                      encodings.qdq_encodings(new_ep))
+                                       qnn_target, qnn_pipeline) -> None:
+    legacy = qnn_pipeline.qdq_encodings(legacy_artifacts.qdq_graph)  # cached with the graphs
+    new = qnn_pipeline.qdq_encodings(new_artifacts.qdq_graph)
+    assert legacy.input_shapes == new.input_shapes, \
+        "legacy decode_qdq.pt2 is not the calibration graph"
+    report = encodings.compare_encodings(legacy.encodings, new.encodings)
     checks = report.checks()
     _record(parity_table, checks, qnn_case, qnn_target)
     print(report.table())

@@ -29,6 +29,8 @@ VALUE_KNOBS = [
     ("--backend", "qnn_backend", "QNN_GENAI_BACKEND", "gpu", "backend", "gpu"),
     ("--device", "qnn_device", "QNN_GENAI_DEVICE", "R5CX1", "devices", ["R5CX1"]),
     ("--qnn-cache-max-gb", "qnn_cache_max_gb", "QNN_GENAI_CACHE_MAX_GB", "2.5", "cache_max_gb", 2.5),
+    ("--qnn-remote-cache", "qnn_remote_cache", "QNN_GENAI_REMOTE_CACHE", "http://127.0.0.1:9/c",
+     "remote_cache", "http://127.0.0.1:9/c"),
     ("--models", "qnn_models", "QNN_GENAI_MODELS", "stories260k", "models", ["stories260k"]),
     ("--qnn-golden-dir", "qnn_golden_dir", "QNN_GENAI_GOLDEN_DIR", "g2", "golden_dir", "g2"),
     ("--qnn-perf-noise", "qnn_perf_noise", "QNN_GENAI_PERF_NOISE", "0.2", "perf_noise", 0.2),

@@ -69,6 +69,10 @@ def test_unknown_soc_is_one_usage_error_line(pytester: pytest.Pytester) -> None:
     ([], {"QNN_GENAI_BACKEND": "dsp"}, "--backend: invalid choice 'dsp'"),
     (["--models", "nosuchmodel"], {}, "--models: unknown model case(s) nosuchmodel"),
     (["--qnn-sdk", "/nonexistent/sdk"], {}, "QNN SDK at /nonexistent/sdk is missing"),
+    (["--qnn-remote-cache", "cache.example.com/qnn"], {},
+     "--qnn-remote-cache: 'cache.example.com/qnn': expected http(s)://HOST/PATH or an fsspec URL"),
+    ([], {"QNN_GENAI_REMOTE_CACHE": "https://ci:s3cret@cache.example.com/qnn"},
+     "--qnn-remote-cache: https://cache.example.com/qnn: credentials do not go in the URL"),
 ])
 def test_other_usage_errors(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
                             args: list[str], env: dict[str, str], needle: str) -> None:
@@ -77,7 +81,7 @@ def test_other_usage_errors(pytester: pytest.Pytester, monkeypatch: pytest.Monke
     result = pytester.runpytest_subprocess(*args)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert needle in result.stderr.str()
-    assert "Traceback" not in result.stderr.str()
+    assert "Traceback" not in result.stderr.str() and "s3cret" not in result.stderr.str()
 
 
 def test_help_lists_every_option_with_env_var(pytester: pytest.Pytester) -> None:

@@ -1,0 +1,101 @@
+#!/usr/bin/env python
+"""Where a warm run of the suites spends its wall time (not a test): prints one table.
+
+    python scripts/warm_breakdown.py [--rounds N] [PYTEST ARGS...]
+    # default pytest args: suites --ignore suites/perf -p no:randomly
+
+Each round runs, from the repository root and on the default artifact cache (warm it first):
+
+- ``pytest --co -q suites``: the bare start-up (imports, plugin set-up, collection);
+- the suites with this file loaded as a plugin (``-p warm_breakdown``), which times every
+  emulator run the suites make (``runtime.run.run`` and ``runtime.run.run_method``, the two
+  entry points the pipeline calls: loading the .pte into the emulator and generating);
+
+and reports wall time = start-up + emulator runs + the rest (everything else: loading cached
+artifacts, checks, builds if the cache was not warm). The medians over the rounds are printed,
+with the share of the wall time outside start-up and emulator runs (issue 21's "at most 20 %").
+The artifact-cache summary line of the last round is printed too (0 builds = warm).
+"""
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_ARGS = ["suites", "--ignore", "suites/perf", "-p", "no:randomly"]
+OUT_ENV = "WARM_BREAKDOWN_OUT"
+_emulator_s = 0.0
+
+
+# -- the plugin (loaded into the measured pytest run) -----------------------------------------
+def _timed(original: Callable[..., Any]) -> Callable[..., Any]:  # Any: passed through as given
+    def timed(*args: Any, **kwargs: Any) -> Any:
+        global _emulator_s
+        start = time.perf_counter()
+        try:
+            return original(*args, **kwargs)
+        finally:
+            _emulator_s += time.perf_counter() - start
+    return timed
+
+
+def pytest_configure(config: object) -> None:
+    from pytest_qnn_genai.runtime import run as run_module
+
+    for name in ("run", "run_method"):  # the pipeline imports them at call time: patched here
+        setattr(run_module, name, _timed(getattr(run_module, name)))
+
+
+def pytest_unconfigure(config: object) -> None:
+    out = os.environ.get(OUT_ENV)
+    if out and not os.environ.get("PYTEST_XDIST_WORKER"):
+        Path(out).write_text(json.dumps({"emulator_s": _emulator_s}))
+
+
+# -- the runner -----------------------------------------------------------------------------------
+def _pytest(args: list[str], env: dict[str, str]) -> tuple[float, str]:
+    start = time.perf_counter()
+    done = subprocess.run([sys.executable, "-m", "pytest", *args], cwd=ROOT, env=env, text=True,
+                          capture_output=True, timeout=3600)
+    wall = time.perf_counter() - start
+    if done.returncode not in (0, 5):
+        sys.exit(f"pytest {' '.join(args)} exited {done.returncode}:\n{done.stdout[-3000:]}")
+    return wall, done.stdout
+
+
+def main(argv: list[str]) -> int:
+    rounds = 1
+    if argv[:1] == ["--rounds"]:
+        rounds, argv = int(argv[1]), argv[2:]
+    args = argv or DEFAULT_ARGS
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        [str(ROOT), str(ROOT / "scripts"), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
+    rows: list[tuple[float, float, float]] = []
+    summary = ""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "emulator.json"
+        for _ in range(rounds):
+            startup, _ = _pytest(["--co", "-q", "suites", "-p", "no:cacheprovider"], env)
+            wall, stdout = _pytest([*args, "-q", "-p", "no:cacheprovider", "-p", "warm_breakdown"],
+                                   {**env, OUT_ENV: str(out)})
+            rows.append((wall, startup, json.loads(out.read_text())["emulator_s"]))
+            summary = next((x for x in stdout.splitlines() if " hits, " in x), "")
+    wall, startup, emulator = (statistics.median(r[i] for r in rows) for i in range(3))
+    rest = wall - startup - emulator
+    print(f"pytest {' '.join(args)}  (median of {rounds})")
+    print(f"  wall {wall:6.1f} s = start-up {startup:.1f} s + emulator runs {emulator:.1f} s "
+          f"+ the rest {rest:.1f} s ({100 * rest / wall:.0f} % of the wall time)")
+    print(f"  cache: {summary}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
