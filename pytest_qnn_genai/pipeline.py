@@ -43,6 +43,7 @@ CODE = {
     "smoke-lower": ("pytest_qnn_genai.flows.smoke",),
     "fp32-reference": ("pytest_qnn_genai.stages.reference", "pytest_qnn_genai.stages.prepare"),
     "qdq-logits": ("pytest_qnn_genai.stages.reference", "pytest_qnn_genai.stages.prepare"),
+    "runners-build": ("pytest_qnn_genai.runners.build",),
 }
 
 
@@ -213,6 +214,17 @@ class Pipeline:
         return self._build(
             "smoke-lower", smoke.spec(target, quant), lambda out: smoke.build(target, quant, out),
             label=f"attention-{quant} {target.id}")
+
+    def runners_entry(self, src: Path, logging: bool = True) -> CacheEntry:
+        """ExecuTorch's ``qnn_llama_runner`` and ``qnn_executor_runner`` built for x86_64 from
+        the source tree ``src`` against the installed wheel, in a self-contained ``$ORIGIN``
+        folder (:mod:`pytest_qnn_genai.runners`); ``logging=False``: ET_LOG compiled out."""
+        from pytest_qnn_genai.runners import build_runners, key_inputs
+
+        return self._build("runners-build", key_inputs(src, logging=logging),
+                           lambda out: build_runners(src, out, logging=logging),
+                           label="qnn_llama_runner qnn_executor_runner"
+                                 + ("" if logging else " (no logging)"))
 
     # -- any flow, same shape ---------------------------------------------------------------
     def artifacts(self, flow: str, case: ModelCase, target: Target) -> FlowArtifacts:
