@@ -35,7 +35,7 @@ def quiet(_line: str) -> None:
 
 def machine(root: Path, url: str, **store: object) -> ArtifactCache:
     return ArtifactCache(root, VERSIONS, progress=quiet,
-                         remote=HttpStore(url, **{**FAST, **store}))  # type: ignore[arg-type]
+                         remote=HttpStore(url, **{**FAST, **store}))
 
 
 class Builds:
@@ -137,7 +137,7 @@ def test_the_order_check_catches_a_manifest_stored_before_its_files(dav: NginxDa
                                                                     tmp_path: Path) -> None:
     """What out_of_order() guards: an uploader that put the manifest first is reported."""
     entry = Builds().quantize(ArtifactCache(tmp_path / "m1", VERSIONS, progress=quiet))
-    store = HttpStore(dav.url, **FAST)  # type: ignore[arg-type]
+    store = HttpStore(dav.url, **FAST)
     store.put(manifest_path("quantize", entry.key), entry.path / "manifest.json")
     for name, meta in entry.manifest["files"].items():
         store.put(blob_path(meta["sha256"]), entry.path / name)
