@@ -12,6 +12,7 @@ from tests.support import XDIST_ENV
 if TYPE_CHECKING:
     from pytest_qnn_genai.flows.legacy import LegacyArtifacts
     from pytest_qnn_genai.models.registry import ModelCase
+    from pytest_qnn_genai.runners import RunnerBuild
     from pytest_qnn_genai.targets import Target
 
 
@@ -70,3 +71,13 @@ def sm8650_emulator() -> Target:
 def legacy(qnn_pipeline, qnn_sdk, case, sm8650_emulator) -> LegacyArtifacts:
     """The legacy llama.py build of the default model (a cache entry shared with the suites)."""
     return qnn_pipeline.legacy(case, sm8650_emulator)
+
+
+@pytest.fixture(scope="session")
+def x86_runners(qnn_pipeline, qnn_settings) -> RunnerBuild:
+    """ExecuTorch's own qnn_llama_runner and qnn_executor_runner built for x86_64 from the
+    session's ``--executorch-src`` (a cache entry); skipped, naming the option, without one."""
+    if qnn_settings.executorch_src is None:
+        pytest.skip("needs ExecuTorch's own runners: pass --executorch-src DIR "
+                    "(or QNN_GENAI_EXECUTORCH_SRC)")
+    return qnn_pipeline.runners(qnn_settings.executorch_src)

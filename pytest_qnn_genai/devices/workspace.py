@@ -38,7 +38,7 @@ RUN_DIR = "run"
 RUN_OUTPUTS = ("outputs.txt", "inference_speed.txt", "logits.bin", "run.log")
 ABORT_EXIT = 134  # std::abort() -> SIGABRT, as the device shell reports it
 LOG_TAIL_LINES = 5
-_SAFE_NAME = re.compile(r"^[A-Za-z0-9._-]+$")
+_SAFE_NAME = re.compile(r"^[A-Za-z0-9._+-]+$")
 _ENV = " && export LD_LIBRARY_PATH=. && export ADSP_LIBRARY_PATH=."
 
 
@@ -69,7 +69,7 @@ def failure_summary(name: str, exit_code: int, log: str) -> str:
 
 def _check_name(value: str, what: str) -> str:
     if not _SAFE_NAME.match(value):
-        raise ValueError(f"{what} {value!r} may only contain letters, digits, '.', '_' and '-'")
+        raise ValueError(f"{what} {value!r} may only contain letters, digits, '.', '_', '+' and '-'")
     return value
 
 

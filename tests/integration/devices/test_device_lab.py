@@ -1,7 +1,8 @@
 """A device lab without phones: two loopback adb servers (the real adb client talks to both), each
 serving a phone with the *same* serial, reached as ``--device SERIAL@127.0.0.1:PORT``. Under
 ``-n 2`` each xdist worker owns the phone on its own server; without xdist one process drives both.
-The phones run the qnn_llama_runner stand-in (upstream's runner rules, the toy backend)."""
+The phones run ExecuTorch's own qnn_llama_runner built for x86_64 (the session's --executorch-src)
+on the emulator's stories260k build, with the emulator SDK's QNN libraries."""
 from __future__ import annotations
 
 import json
@@ -13,7 +14,6 @@ import pytest
 
 from tests.support.adb_server import LoopbackAdbServer
 from tests.support.fake_device import FakeDevice, loopback_props
-from tests.support.llama_runner_standin import write_launcher
 
 pytest_plugins = ["tests.support.adb_fixtures"]
 
@@ -46,13 +46,10 @@ def lab(tmp_path: Path, adb_server: LoopbackAdbServer,
 
 
 @pytest.fixture
-def lab_args(lab, adb_client: str, qnn_settings, tmp_path: Path) -> list[str]:
-    libs = tmp_path / "libs"
-    libs.mkdir()
-    for name in ("libQnnHtp.so", "libQnnHtpV75Stub.so", "libQnnHtpPrepare.so",
-                 "libQnnSystem.so", "libQnnHtpV75Skel.so"):
-        (libs / name).write_bytes(f"fake {name}\n".encode())
-    runner = write_launcher(tmp_path / "qnn_llama_runner")
+def lab_args(lab, adb_client: str, qnn_settings, x86_runners, emulator_sdk_root: Path,
+             ) -> list[str]:
+    """Upstream's x86 runners and the emulator SDK's QNN libraries on both lab phones."""
+    runner, libs = x86_runners.llama_runner, emulator_sdk_root
     devices = [a for server, _ in lab for a in ("--device", f"{SERIAL}@127.0.0.1:{server.port}")]
     return [*devices, "-p", "no:cacheprovider", "--models", "stories260k", "--adb-path",
             adb_client, "--runner", str(runner), "--qnn-device-libs", str(libs),

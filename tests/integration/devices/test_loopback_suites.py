@@ -1,17 +1,19 @@
-"""``pytest suites --device SERIAL`` against ``scripts/loopback_phone.py``: the suites' phone
+"""``pytest suites`` with the options ``scripts/loopback_phone.py`` prints: the suites' phone
 checks run on the phone and pass (none skipped, none on the host), and a runner that generates
 one token too few fails the gate.
 
-The loopback phone is the real adb client's counterpart from tests/support with ExecuTorch's
-runners as the upstream-rule stand-ins, running what is pushed on the x86 HTP emulator; the inner
-runs get the emulator's builds (the phone reports an x86_64 ABI: ``Pipeline.build_target``),
-``-m "not perf"`` (phone perf floors are measured on real phones: suites/perf) and leave out
-``test_parity_snapshots.py`` (it holds builds to being phone builds and snapshots per serial).
-The same run is ``make test``'s loopback line (see the report of issue 11).
+The loopback phone is the real adb client's counterpart from tests/support running what the
+plugin pushes: ExecuTorch's own qnn_llama_runner and qnn_executor_runner built for x86_64 from
+the outer run's ``--executorch-src`` (skipped, naming it, without one) with the QNN libraries the
+plugin pushed, on QNN's x86 HTP simulator. The phone reports an x86_64 ABI, so the inner runs get
+the emulator's builds (``Pipeline.build_target``) and their snapshots (named per SoC and build
+kind: ``test_parity_snapshots.py`` runs too); ``-m "not perf"`` (phone perf floors are measured on
+real phones). The fault injector is a stand-in (tests/support/short_llama_runner.py).
 """
 from __future__ import annotations
 
 import os
+import shlex
 import socket
 import subprocess
 import sys
@@ -48,6 +50,10 @@ PHONE_CHECKS = {
                                             "test_same_methods_constants_and_io",
                                             "test_qdq_encodings_within_one_step",
                                             "test_same_outputs_on_the_target"},
+    "suites/parity/test_parity_snapshots.py": {"test_compile_options_carried_by_both_programs",
+                                               "test_configuration_agreement",
+                                               "test_legacy_artifact_layout",
+                                               "test_new_artifact_layout"},
 }
 
 
@@ -59,7 +65,11 @@ def _free_port() -> int:
 
 @pytest.fixture(scope="module")
 def loopback(tmp_path_factory: pytest.TempPathFactory, qnn_settings) -> Iterator[SimpleNamespace]:
-    """scripts/loopback_phone.py serving SERIAL until the module is done."""
+    """scripts/loopback_phone.py serving SERIAL, with upstream's runners built from the outer
+    run's --executorch-src, until the module is done."""
+    if qnn_settings.executorch_src is None:
+        pytest.skip("the loopback phone runs ExecuTorch's own runners: pass --executorch-src DIR "
+                    "(or QNN_GENAI_EXECUTORCH_SRC)")
     root, port = tmp_path_factory.mktemp("loopback"), _free_port()
     env = {k: v for k, v in os.environ.items() if k not in ADB_ENV_VARS}
     env["HOME"] = str(root / "home")
@@ -67,18 +77,20 @@ def loopback(tmp_path_factory: pytest.TempPathFactory, qnn_settings) -> Iterator
     proc = subprocess.Popen(
         [sys.executable, str(REPO_ROOT / "scripts" / "loopback_phone.py"), "--serial", SERIAL,
          "--port", str(port), "--dir", str(root / "phone"), "--qnn-cache-dir",
-         str(qnn_settings.cache_dir)], stdout=subprocess.PIPE, text=True, env=env)
+         str(qnn_settings.cache_dir), "--executorch-src", str(qnn_settings.executorch_src)],
+        stdout=subprocess.PIPE, text=True, env=env)
     said: dict[str, str] = {}
     try:
         assert proc.stdout is not None
-        for line in proc.stdout:  # "runner PATH", "device-libs PATH", then "ready"
+        for line in proc.stdout:  # runner, device-libs, pytest-args, then "ready"
             key, _, value = line.strip().partition(" ")
             said[key] = value
             if key == "ready":
                 break
         assert "ready" in said, f"loopback_phone.py exited {proc.wait(5)} before 'ready'"
         yield SimpleNamespace(port=port, runner=Path(said["runner"]),
-                              libs=Path(said["device-libs"]), root=root, env=env)
+                              libs=Path(said["device-libs"]), root=root, env=env,
+                              args=shlex.split(said["pytest-args"]))
     finally:
         proc.terminate()
         proc.wait(30)
@@ -86,12 +98,10 @@ def loopback(tmp_path_factory: pytest.TempPathFactory, qnn_settings) -> Iterator
 
 def _pytest(loopback: SimpleNamespace, runner: Path, cache: Path, junit: Path,
             *args: str) -> subprocess.CompletedProcess[str]:
-    command = [sys.executable, "-m", "pytest", *args, "--soc", "SM8650", "--device", SERIAL,
-               "--adb-host", f"127.0.0.1:{loopback.port}", "--runner", str(runner),
-               "--qnn-device-libs", str(loopback.libs), "--qnn-cache-dir", str(cache),
-               "-p", "no:cacheprovider", "-m", "not perf",
-               "--ignore", "suites/parity/test_parity_snapshots.py",
-               "-rfEs", f"--junitxml={junit}"]
+    options = list(loopback.args)  # what the script printed, the runner swapped if asked
+    options[options.index("--runner") + 1] = str(runner)
+    command = [sys.executable, "-m", "pytest", *args, *options, "--qnn-cache-dir", str(cache),
+               "-p", "no:cacheprovider", "-m", "not perf", "-rfEs", f"--junitxml={junit}"]
     env = {**loopback.env, "PYTHONPATH": str(REPO_ROOT)}
     env = {k: v for k, v in env.items()
            if not k.startswith("QNN_GENAI_") and k not in XDIST_ENV}  # an inner run of its own
@@ -131,7 +141,7 @@ def test_every_suite_runs_its_phone_checks_on_the_phone(loopback, qnn_settings, 
 
 def test_a_runner_one_token_short_fails_the_gate(loopback, qnn_settings, tmp_path) -> None:
     """The stand-in with its decode loop one step short: the gate errors naming the count."""
-    env = {"QNN_SDK_ROOT": os.environ.get("QNN_SDK_ROOT") or _sdk_root(loopback)}
+    env = {"QNN_SDK_ROOT": str(loopback.libs.parents[1])}  # the SDK behind the phone's libraries
     short = write_short_launcher(tmp_path / "runners" / "qnn_llama_runner", EMULATOR, env)
     write_executor_launcher(tmp_path / "runners" / "qnn_executor_runner", EXECUTORCH, env)
     run = _pytest(loopback, short, qnn_settings.cache_dir, tmp_path / "junit.xml",
@@ -142,10 +152,4 @@ def test_a_runner_one_token_short_fails_the_gate(loopback, qnn_settings, tmp_pat
               if name.startswith("test_target_runs_the_qdq_graph")]
     assert judged == ["error"] * len(registry.available()), outcomes  # every default case
     assert "RunnerContractError: qnn_llama_runner produced 47 tokens" in run.stdout
-    assert "expected 48 (no EOS reached)" in run.stdout
-
-
-def _sdk_root(loopback: SimpleNamespace) -> str:
-    """The SDK the loopback phone's own launchers use (their exported QNN_SDK_ROOT)."""
-    text = loopback.runner.read_text()
-    return text.split("export QNN_SDK_ROOT='", 1)[1].split("'", 1)[0]
+    assert "expected 48, or fewer ending at an EOS piece" in run.stdout

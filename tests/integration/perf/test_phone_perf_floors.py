@@ -1,7 +1,8 @@
 """The phone perf gate end to end without a phone: ``suites/perf`` with ``--device`` against the
-loopback adb server (the real adb client), whose phone runs the qnn_llama_runner stand-in
-(upstream's runner rules, a model-free toy backend that charges a simulated 100 ms per decode
-call and 500 ms for the prompt's one prefill call). ``QNN_GENAI_STANDIN_TIME_SCALE`` scales
+loopback adb server (the real adb client), whose phone runs a fault injector: the
+qnn_llama_runner stand-in (upstream's runner rules, a model-free toy backend that charges a
+simulated 100 ms per decode call and 500 ms for the prompt's one prefill call), pushed with the
+emulator SDK's real x86 QNN libraries. ``QNN_GENAI_STANDIN_TIME_SCALE`` scales
 every time the runner reports, so one stand-in is a phone above upstream's 1600 tok/s floor, one
 below it, one within ``--qnn-perf-noise`` of it; the floors are the committed
 ``golden/perf/stories260k.json``."""
@@ -38,19 +39,8 @@ def phone(adb_server: LoopbackAdbServer) -> FakeDevice:
 
 
 @pytest.fixture
-def device_libs(tmp_path: Path) -> Path:
-    """Tiny stand-ins for the SM8650 (v75) QNN libraries a phone run pushes."""
-    root = tmp_path / "libs"
-    root.mkdir()
-    for name in ("libQnnHtp.so", "libQnnHtpV75Stub.so", "libQnnHtpPrepare.so",
-                 "libQnnSystem.so", "libQnnHtpV75Skel.so"):
-        (root / name).write_bytes(f"fake {name}\n".encode())
-    return root
-
-
-@pytest.fixture
 def run_perf(pytester: pytest.Pytester, phone: FakeDevice, adb_server: LoopbackAdbServer,
-             adb_client: str, device_libs: Path, qnn_settings, tmp_path: Path):
+             adb_client: str, emulator_sdk_root: Path, qnn_settings, tmp_path: Path):
     """``run_perf(tok_s, *args)``: the perf suite on the loopback phone reporting ``tok_s``."""
     pytester.makepyfile(test_perf=(ROOT / "suites" / "perf" / "test_perf.py").read_text())
 
@@ -64,7 +54,7 @@ def run_perf(pytester: pytest.Pytester, phone: FakeDevice, adb_server: LoopbackA
             "-m", "perf", "-p", "no:cacheprovider", "-rs", "--device", SERIAL,
             "--models", "stories260k",  # the case golden/perf has floors for
             "--adb-host", f"127.0.0.1:{adb_server.port}", "--adb-path", adb_client,
-            "--runner", str(runner), "--qnn-device-libs", str(device_libs),
+            "--runner", str(runner), "--qnn-device-libs", str(emulator_sdk_root),
             "--qnn-cache-dir", str(qnn_settings.cache_dir),
             "--qnn-golden-dir", str(ROOT / "golden"), "--qnn-report", str(report),
             "--qnn-perf-rounds", "2", "--qnn-perf-min-tokens", "0",
