@@ -144,7 +144,7 @@ def _closure(start: Iterable[str], dirs: Sequence[Path], tree: Path | None, mach
             if system_library(name, machine):
                 continue
             looked = ", ".join(str(d) for d in [*dirs, *([tree] if tree else [])])
-            raise LibraryError(f"{by} needs {name} (DT_NEEDED) and it is not a {machine} system "
+            raise LibraryError(f"{by} needs {name} (DT_NEEDED) and it is not an {machine} system "
                                f"library; not found in {looked}")
         found[name] = hit
         todo += [(n, name) for n in _cpu_needed(hit, machine)]
@@ -167,7 +167,7 @@ def device_libraries(runners: Sequence[Path], qnn_root: Path, soc: SocSpec,
         if hit is None and name in required:
             raise LibraryError(
                 f"{qnn_option}: {name} not found in {qnn_root} (looked in "
-                f"{', '.join(str(d) for d in qnn_dirs)}); a {machine} run on {soc.name} needs "
+                f"{', '.join(str(d) for d in qnn_dirs)}); an {machine} run on {soc.name} needs "
                 f"{', '.join(required)}")
         if hit is not None:
             qnn[name] = hit

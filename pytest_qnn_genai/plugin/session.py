@@ -11,6 +11,9 @@ golden file) are one ``pytest.UsageError`` line each.
 """
 from __future__ import annotations
 
+import atexit
+import os
+import sys
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -110,6 +113,7 @@ class QnnSession:
             except SdkError as e:  # at fixture time: one line, no traceback
                 pytest.fail(str(e), pytrace=False)
             self._sdk_active = True
+            atexit.register(_quiet_exit)
         return self.sdk
 
     @property
@@ -306,6 +310,17 @@ def _check_ab_pairs(pairs: tuple[tuple[str, str], ...],
         if name not in known:
             raise pytest.UsageError(f"--qnn-ab: no selected model case has a variant {name!r}; "
                                     f"variants: {', '.join(known)}")
+
+
+def _quiet_exit() -> None:
+    """At process exit, after pytest's last line: executorch's QNN backend logs its teardown
+    ("[INFO] [Qnn ExecuTorch]: Destroy Qnn context", ...) from destructors that run after every
+    Python handler; its output goes to /dev/null instead of the user's terminal."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 1)
+    os.dup2(devnull, 2)
 
 
 def _check_x86_runner(settings: Settings) -> None:

@@ -1,12 +1,13 @@
 """The phone path end to end without a phone: the real adb client, the loopback adb server, an
-SM8650 sandbox device, and ExecuTorch's runners as the upstream-rule stand-ins of tests/support
-running what is pushed on the x86 HTP emulator (in the device's subprocess). What is under test
-is the transport and the plugin's device flow; the device runs must give what the emulator path
-gives. (The simulator refuses weight-shared phone builds; the sandbox phone reports an x86_64
-ABI, so the plugin gives it the emulator's builds: ``Pipeline.build_target``.)"""
+SM8650 sandbox device that runs what is pushed on this machine, and ExecuTorch's own
+qnn_llama_runner and qnn_executor_runner built for x86_64 (the session's --executorch-src) with
+the emulator SDK's QNN libraries, all pushed by the plugin. The device runs must give what the
+emulator path gives. (The sandbox phone reports an x86_64 ABI, so the plugin gives it the
+emulator's builds: ``Pipeline.build_target``; a phone build on it fails, loudly.)"""
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -17,18 +18,16 @@ import torch
 from pytest_qnn_genai.checks import numerics
 from pytest_qnn_genai.devices import setup as device_setup
 from pytest_qnn_genai.devices.adb import RetryPolicy
-from pytest_qnn_genai.devices.llama_runs import RunnerContractError, retokenize
+from pytest_qnn_genai.devices.llama_runs import retokenize
 from pytest_qnn_genai.devices.session import DeviceSession
-from pytest_qnn_genai.devices.setup import device_targets
+from pytest_qnn_genai.devices.setup import DeviceSetupError, device_targets
+from pytest_qnn_genai.devices.workspace import RunnerFailedError
 from pytest_qnn_genai.flows import smoke
 from pytest_qnn_genai.runtime.programs import run_method
 from pytest_qnn_genai.runtime.tokenizer import load_tokenizer
 from pytest_qnn_genai.targets import Target, soc
 from tests.support.adb_server import LoopbackAdbServer
-from tests.support.executor_runner_standin import REPO_ROOT, write_executor_launcher
 from tests.support.fake_device import FakeDevice, loopback_props
-from tests.support.llama_runner_standin import write_launcher
-from tests.support.standin_backends import EMULATOR, EXECUTORCH
 
 pytest_plugins = ["tests.support.adb_fixtures"]
 
@@ -63,27 +62,6 @@ def phone(adb_server: LoopbackAdbServer) -> FakeDevice:
 
 
 @pytest.fixture
-def device_libs(tmp_path: Path) -> Path:
-    """Tiny stand-ins laid out like a QNN SDK's Android and Hexagon v75 libraries."""
-    root = tmp_path / "qnn-sdk"
-    for rel in ("lib/aarch64-android/libQnnHtp.so", "lib/aarch64-android/libQnnHtpV75Stub.so",
-                "lib/aarch64-android/libQnnHtpPrepare.so", "lib/aarch64-android/libQnnSystem.so",
-                "lib/hexagon-v75/unsigned/libQnnHtpV75Skel.so"):
-        (root / rel).parent.mkdir(parents=True, exist_ok=True)
-        (root / rel).write_bytes(f"fake {rel}\n".encode() * 64)
-    return root
-
-
-@pytest.fixture
-def launcher(tmp_path: Path, qnn_sdk) -> Path:
-    """qnn_llama_runner and, beside it, qnn_executor_runner: the stand-ins on this session's
-    emulator SDK."""
-    env = {"QNN_SDK_ROOT": str(qnn_sdk.root)}
-    write_executor_launcher(tmp_path / "runners" / "qnn_executor_runner", EXECUTORCH, env)
-    return write_launcher(tmp_path / "runners" / "qnn_llama_runner", EMULATOR, env)
-
-
-@pytest.fixture
 def gate_pte(qnn_pipeline, case, sm8650_emulator) -> tuple[Path, str]:
     """The gate's SM8650 .pte from the cache (the lead's suites build the same entry)."""
     entry = qnn_pipeline.pte_entry(case, sm8650_emulator)
@@ -91,20 +69,20 @@ def gate_pte(qnn_pipeline, case, sm8650_emulator) -> tuple[Path, str]:
 
 
 @pytest.fixture
-def phone_args(adb_server, adb_client, launcher, device_libs, qnn_settings,
+def phone_args(adb_server, adb_client, x86_runners, emulator_sdk_root, qnn_settings,
                monkeypatch) -> list[str]:
     """Command line of an inner pytest run on the sandbox phone (the outer run's cache)."""
-    monkeypatch.setenv("PYTHONPATH", str(REPO_ROOT))  # the stand-ins' modules
+    monkeypatch.setenv("PYTHONPATH", str(Path(__file__).resolve().parents[3]))
     return ["-p", "no:cacheprovider",
             "--models", "stories260k", "--adb-host", f"127.0.0.1:{adb_server.port}",
-            "--adb-path", adb_client, "--runner", str(launcher), "--qnn-device-libs",
-            str(device_libs), "--qnn-cache-dir", str(qnn_settings.cache_dir)]
+            "--adb-path", adb_client, "--runner", str(x86_runners.llama_runner),
+            "--qnn-device-libs", str(emulator_sdk_root),
+            "--qnn-cache-dir", str(qnn_settings.cache_dir)]
 
 
-def _session(adb_server, adb_client, launcher, device_libs, local: Path) -> DeviceSession:
+def _session(adb_server, adb_client, runner: Path, libs: Path, local: Path) -> DeviceSession:
     settings = SimpleNamespace(adb_host=f"127.0.0.1:{adb_server.port}", adb_path=adb_client,
-                               runner=str(launcher), qnn_device_libs=str(device_libs),
-                               qnn_sdk=None)
+                               runner=str(runner), qnn_device_libs=str(libs), qnn_sdk=None)
     transport = device_setup.adb_device(settings, SERIAL, command_timeout_s=30.0,
                                         retry=FAST_RETRY)
     return DeviceSession.from_settings(settings, SERIAL, soc("SM8650"), local, transport)
@@ -115,16 +93,18 @@ def _calls(device: FakeDevice, runner: str = RUNNER_CALL) -> list[str]:
 
 
 def test_device_run_matches_the_emulator(qnn_pipeline, case, sm8650_emulator, gate_pte, phone,
-                                         adb_server, adb_client, launcher, device_libs,
+                                         adb_server, adb_client, x86_runners, emulator_sdk_root,
                                          tmp_path) -> None:
-    """Push libs/runner/.pte/tokenizer.bin/prompt ids through the real adb client (the device
-    going offline mid-push is retried), run hybrid then kv mode, pull, parse: the emulator
-    path's ids (from the kv run's dumped logits), text and counts."""
+    """Push libraries, runners, .pte, tokenizer and prompt ids through the real adb client (the
+    device going offline mid-push is retried), run upstream's runner in hybrid then kv mode,
+    pull, parse: the host runner's ids (from the kv run's dumped logits), text and counts."""
     emulated = qnn_pipeline.run(case, sm8650_emulator)
-    session = _session(adb_server, adb_client, launcher, device_libs, tmp_path / "runs")
+    session = _session(adb_server, adb_client, x86_runners.llama_runner, emulator_sdk_root,
+                       tmp_path / "runs")
     assert session.start().soc == "SM8650"
-    lib_sends = [s for s in phone.sends if "/lib" in s]
-    assert len(lib_sends) == 5
+    pushed = {Path(s).name.removesuffix(".partial") for s in phone.sends}
+    assert pushed == {p.name for p in session.libs} | {"qnn_llama_runner"}
+    assert {"libexecutorch_backend_qnn.so", "libQnnHtp.so", "libQnnSystem.so"} <= pushed
     assert phone.local_path(session.workspace.remote(".libQnnHtp.so.sha256")).is_file()
 
     phone.faults.offline_requests = 2  # the .pte push meets "device offline" twice
@@ -137,8 +117,7 @@ def test_device_run_matches_the_emulator(qnn_pipeline, case, sm8650_emulator, ga
     assert phone.faults.offline_requests == 0 and "--eval_mode 1" in hybrid and "--eval_mode 0" in kv
     p, n = len(emulated.prompt_tokens), case.max_new_tokens
     assert all(f"--seq_len {p + n} " in c and "--shared_buffer" not in c for c in (hybrid, kv))
-    pushed = phone.local_path(session.workspace.remote("artifacts", digest, pte.name))
-    assert pushed.read_bytes() == pte.read_bytes()
+    assert phone.local_path(session.workspace.remote("artifacts", digest, pte.name)).is_file()
     assert result.device == SERIAL and result.extra["target"] == f"SM8650-htp-{SERIAL}"
     assert result.prompt_tokens == emulated.prompt_tokens
     assert result.tokens == emulated.tokens and result.text == emulated.text
@@ -156,20 +135,55 @@ def test_device_run_matches_the_emulator(qnn_pipeline, case, sm8650_emulator, ga
     assert plain.tokens == retokenize(tokenizer, case.eval_prompt, emulated.text)
     assert "re-tokenized" in plain.extra["tokens_source"]
 
-    again = _session(adb_server, adb_client, launcher, device_libs, tmp_path / "runs2")
+    again = _session(adb_server, adb_client, x86_runners.llama_runner, emulator_sdk_root,
+                     tmp_path / "runs2")
     sends = len(phone.sends)
     again.start()  # a later session: libraries and runner unchanged -> nothing pushed
     assert len(phone.sends) == sends
 
 
+def test_a_library_the_plugin_does_not_push_fails_the_run_in_one_line(
+        case, gate_pte, phone, adb_server, adb_client, x86_runners, emulator_sdk_root,
+        tmp_path) -> None:
+    """Upstream's runners find their libraries through ``$ORIGIN`` only: a session that leaves
+    the backend library out of what it pushes cannot start the runner, and says so in one line
+    (the loader's words: not an E/F line)."""
+    session = _session(adb_server, adb_client, x86_runners.llama_runner, emulator_sdk_root,
+                       tmp_path / "runs")
+    session.libs = [p for p in session.libs if p.name != "libexecutorch_backend_qnn.so"]
+    pte, digest = gate_pte
+    with pytest.raises(RunnerFailedError) as info:
+        session.generate(pte, case.path("tokenizer_model"), case.path("tokenizer_bin"),
+                         case.eval_prompt, 4, Target(soc("SM8650"), "htp", SERIAL), digest)
+    assert info.value.exit_code == 127
+    assert info.value.summary == (
+        "qnn_llama_runner exited 127: ./qnn_llama_runner: error while loading shared libraries: "
+        "libexecutorch_backend_qnn.so: cannot open shared object file: No such file or directory")
+    assert len(_calls(phone)) == 1  # never re-run
+
+
+def test_a_runner_folder_without_its_backend_library_is_one_line_before_any_push(
+        adb_server, adb_client, x86_runners, emulator_sdk_root, phone, tmp_path) -> None:
+    folder = tmp_path / "runners"
+    shutil.copytree(x86_runners.folder, folder, copy_function=os.link)
+    (folder / "libexecutorch_backend_qnn.so").unlink()
+    with pytest.raises(DeviceSetupError) as info:
+        _session(adb_server, adb_client, folder / "qnn_llama_runner", emulator_sdk_root,
+                 tmp_path / "runs")
+    assert str(info.value).startswith("--runner: qnn_llama_runner needs "
+                                      "libexecutorch_backend_qnn.so (DT_NEEDED)")
+    assert phone.sends == []
+
+
 def test_block_runs_through_the_executor_runner(qnn_pipeline, sm8650_emulator, phone,
-                                                adb_server, adb_client, launcher, device_libs,
-                                                tmp_path) -> None:
-    """The smoke block as SimpleADB runs it: .pte, raw input and input list pushed,
-    output_0_0.raw pulled; the same bits as the block run in this process."""
+                                                adb_server, adb_client, x86_runners,
+                                                emulator_sdk_root, tmp_path) -> None:
+    """The smoke block as SimpleADB runs it through upstream's qnn_executor_runner: .pte, raw
+    input and input list pushed, output_0_0.raw pulled; the same bits as in this process."""
     entry = qnn_pipeline.smoke_block(sm8650_emulator, "16a8w")
     pte, inputs = entry.file(smoke.PTE), torch.load(entry.file(smoke.REFERENCE))["inputs"]
-    session = _session(adb_server, adb_client, launcher, device_libs, tmp_path / "runs")
+    session = _session(adb_server, adb_client, x86_runners.llama_runner, emulator_sdk_root,
+                       tmp_path / "runs")
     (out,) = session.run_method(pte, [t.numpy() for t in inputs], entry.digest)
     assert np.array_equal(out, run_method(pte, inputs)[0].numpy())
     (call,) = _calls(phone, EXECUTOR_CALL)
@@ -178,46 +192,29 @@ def test_block_runs_through_the_executor_runner(qnn_pipeline, sm8650_emulator, p
         inputs[0].numpy().tobytes()
 
 
-def test_a_phone_block_runs_with_shared_buffer(qnn_pipeline, phone, adb_server, adb_client,
-                                               launcher, device_libs, tmp_path) -> None:
-    """The smoke block's phone build (compiled with shared_buffer) gets --shared_buffer, as
-    upstream runs a phone build, and gives the bits it gives in this process."""
-    phone_target = Target(soc("SM8650"), "htp", SERIAL)
-    entry = qnn_pipeline.smoke_block(phone_target, "16a8w")
-    pte, inputs = entry.file(smoke.PTE), torch.load(entry.file(smoke.REFERENCE))["inputs"]
-    session = _session(adb_server, adb_client, launcher, device_libs, tmp_path / "runs")
-    (out,) = session.run_method(pte, [t.numpy() for t in inputs], entry.digest)
-    (call,) = _calls(phone, EXECUTOR_CALL)
-    assert "--shared_buffer" in call
-    assert np.array_equal(out, run_method(pte, inputs)[0].numpy())
-
-
-def test_a_phone_llm_build_is_asked_for_with_shared_buffer(
-        qnn_pipeline, case, phone, adb_server, adb_client, launcher, device_libs,
+def test_a_phone_build_is_run_with_shared_buffer_and_fails_on_the_simulator(
+        qnn_pipeline, case, phone, adb_server, adb_client, x86_runners, emulator_sdk_root,
         tmp_path) -> None:
-    """The LLM's phone build (shared_buffer, weight sharing) is run with --shared_buffer. The
-    loopback phone's simulator cannot create its weight-shared context; with a tokenized prompt
-    upstream's runner then exits 0 having generated nothing: one line quoting its error, the
-    runner run once (no kv run after it)."""
+    """The LLM's phone build (shared buffer, weight sharing) is run with --shared_buffer, as
+    upstream runs every phone build; on QNN's x86 simulator it cannot run (measured: the runner
+    crashes), which is one line naming the runner and its exit, never a pass."""
     phone_target = Target(soc("SM8650"), "htp", SERIAL)
-    entry = qnn_pipeline.pte_entry(case, phone_target)
+    entry = qnn_pipeline.pte_entry(case, phone_target)  # no device to ask: a phone's build
     pte = qnn_pipeline.pte(case, phone_target).pte
-    session = _session(adb_server, adb_client, launcher, device_libs, tmp_path / "runs")
-    with pytest.raises(RunnerContractError) as info:
+    session = _session(adb_server, adb_client, x86_runners.llama_runner, emulator_sdk_root,
+                       tmp_path / "runs")
+    with pytest.raises((RunnerFailedError, ValueError)) as info:
         session.generate(pte, case.path("tokenizer_model"), case.path("tokenizer_bin"),
                          case.eval_prompt, case.max_new_tokens, phone_target, entry.digest,
                          logits=True)
-    assert str(info.value).startswith("qnn_llama_runner exited 0 but generated nothing")
-    assert "loading the model failed" in str(info.value)
+    assert "qnn_llama_runner" in str(info.value).splitlines()[0]
     (call,) = _calls(phone)
     assert "--shared_buffer" in call and "--eval_mode 1" in call
 
 
 def test_pytest_run_on_the_phone(pytester, gate_pte, phone, phone_args) -> None:
     """``pytest --device SERIAL ...``: a device-marked qnn_run test passes with the serial in its
-    id; a push dropped mid-transfer is retried; the runner runs twice (hybrid, kv) per session.
-    (Phone runs go through a subprocess: a second in-process run would re-import torch operator
-    libraries.)"""
+    id; a push dropped mid-transfer is retried; the runner runs twice (hybrid, kv) per session."""
     phone.faults.drop_pushes = 1
     pytester.makepyfile(PHONE_TESTS)
     result = pytester.runpytest_subprocess("-v", "--device", SERIAL, *phone_args)

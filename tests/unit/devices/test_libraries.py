@@ -61,7 +61,7 @@ def test_a_missing_backend_library_is_one_line_before_any_push(tmp_path: Path) -
         device_libraries([runner], android_sdk(tmp_path / "sdk"), SM8650)
     message = str(err.value)
     assert message.startswith("--runner: qnn_llama_runner needs libqnn_executorch_backend.so "
-                              "(DT_NEEDED) and it is not a aarch64 system library")
+                              "(DT_NEEDED) and it is not an aarch64 system library")
     assert "\n" not in message
 
 
@@ -70,7 +70,7 @@ def test_missing_qnn_libraries_name_the_option_and_the_set(tmp_path: Path) -> No
     (sdk / "lib" / "aarch64-android" / "libQnnSystem.so").unlink()
     runner = android_build(tmp_path / "build-android")
     with pytest.raises(LibraryError, match=r"^--qnn-sdk: libQnnSystem.so not found in .*"
-                                           r"a aarch64 run on SM8650 needs libQnnHtp.so"):
+                                           r"an aarch64 run on SM8650 needs libQnnHtp.so"):
         device_libraries([runner], sdk, SM8650, qnn_option="--qnn-sdk")
 
 
