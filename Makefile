@@ -11,6 +11,11 @@ PYTEST_ARGS ?=
 # gate pairs calls in lockstep, so a build on the other worker does not sway it.
 TEST_WORKERS ?= 2
 STAMP  := $(VENV)/.installed
+# An ExecuTorch source tree to build upstream's qnn_llama_runner / qnn_executor_runner from (for
+# the x86-runner target and the loopback phone); CI's is ../shared/upstream/executorch. Without
+# one, what needs the runners is skipped, naming --executorch-src.
+QNN_GENAI_EXECUTORCH_SRC ?= $(wildcard $(abspath $(CURDIR)/../shared/upstream/executorch))
+export QNN_GENAI_EXECUTORCH_SRC
 
 .PHONY: gate test unit lint install adb build-deps dav nightly clean
 

@@ -143,22 +143,29 @@ class Pipeline:
 
     def run_pte(self, case: ModelCase, target: Target, pte: Path, prompt: str | None = None,
                 max_new_tokens: int | None = None, *, logits: bool = False,
-                digest: str | None = None) -> RunResult:
+                digest: str | None = None, runner_prompt: bool = False,
+                prompt_ids: list[int] | None = None) -> RunResult:
         """Greedy generation of any hybrid .pte of ``case`` (another flow's build) on ``target``:
         in this process on the emulator, with the runner on a phone (``digest`` names the pushed
-        copy; default: the file's sha256)."""
+        copy; default: the file's sha256). ``runner_prompt``: the runner formats and encodes
+        ``prompt`` itself (``--prompt``); only upstream's runners can (not the emulator).
+        ``prompt_ids``: the ids to run (upstream's runners), instead of ``prompt`` encoded."""
         prompt = prompt if prompt is not None else case.eval_prompt
         n = max_new_tokens or case.max_new_tokens
         version = self.decoder_model_version(case)
         device = self._device(target)
         if device is None:
-            from pytest_qnn_genai.runtime.run import run
+            from pytest_qnn_genai.runtime.run import RunStageError, run
 
+            if runner_prompt or prompt_ids is not None:
+                raise RunStageError(f"{target.id}: the host runner takes ids; --prompt is "
+                                    "upstream's runners' path")
             return run(pte, case.path("tokenizer_model"), prompt, target, n,
                        decoder_model_version=version)
         return device.generate(pte, case.path("tokenizer_model"), case.path("tokenizer_bin"),
                                prompt, n, target, digest, logits=logits,
-                               decoder_model_version=version)
+                               decoder_model_version=version, runner_prompt=runner_prompt,
+                               prompt_ids=prompt_ids)
 
     def decoder_model_version(self, case: ModelCase) -> str:
         """The runner's ``--decoder_model_version`` for ``case`` (llama.py's model config),
@@ -177,17 +184,18 @@ class Pipeline:
         return str(json.loads(entry.file("llm_config.json").read_text())["decoder_model_version"])
 
     def run_method(self, target: Target, pte: Path, inputs: Sequence[torch.Tensor],
-                   digest: str | None = None) -> list[torch.Tensor]:
-        """One inference of a one-method .pte on ``target`` (qnn_executor_runner on a phone)."""
+                   digest: str | None = None, method: str = "forward") -> list[torch.Tensor]:
+        """One inference of one method of a .pte on ``target`` (qnn_executor_runner on a phone
+        and with upstream's runners)."""
         import torch
 
         device = self._device(target)
         if device is None:
             from pytest_qnn_genai.runtime.run import run_method
 
-            return run_method(pte, inputs)
+            return run_method(pte, inputs, method)
         arrays = [t.detach().contiguous().numpy() for t in inputs]
-        return [torch.from_numpy(a) for a in device.run_method(pte, arrays, digest)]
+        return [torch.from_numpy(a) for a in device.run_method(pte, arrays, digest, method)]
 
     def variant_pte(self, case: ModelCase, variant: str, target: Target) -> Path:
         """The .pte of one build variant of ``case`` (:attr:`ModelCase.variant_names`):

@@ -4,8 +4,8 @@ Contract (examples/qualcomm/executor_runner/qnn_executor_runner.cpp ``main`` at 
 cff6f4dd = 1.5.1; SimpleADB in backends/qualcomm/export_utils.py), checked here so that a runner
 breaking it fails the run:
 
-* the runner runs ``--method_index 0``, the program's first method: a program with more than the
-  one method asked for is refused here;
+* the runner runs the program's ``--method_index``-th method (``Program::get_method_name``: the
+  order the program stores its execution plans in, read back here), 0 by default;
 * each input-list line is one inference: raw files split on single spaces, one per method input
   in order, each exactly the tensor's byte size (the runner aborts otherwise): checked here
   first, by dtype and shape against the program's own metadata;
@@ -45,10 +45,9 @@ def run_method(ws: DeviceWorkspace, runner: Path, pte: Path, pte_digest: str,
     from pytest_qnn_genai.runtime.pte_info import compile_options, inspect_pte
 
     info = inspect_pte(pte)
-    if info.method_names != [method]:
-        raise RunnerRequestError(f"{Path(pte).name}: qnn_executor_runner runs the program's first "
-                                 f"method; {method!r} must be its only one, it has "
-                                 f"{info.method_names}")
+    if method not in info.plan_order:
+        raise RunnerRequestError(f"{Path(pte).name} has no method {method!r} (it has "
+                                 f"{', '.join(info.plan_order)})")
     meta = info.methods[method]
     if len(inputs) != len(meta.inputs):
         raise RunnerRequestError(f"{method} takes {len(meta.inputs)} inputs, {len(inputs)} given")
@@ -63,7 +62,8 @@ def run_method(ws: DeviceWorkspace, runner: Path, pte: Path, pte_digest: str,
         files[-1].write_bytes(np.ascontiguousarray(array).tobytes())
     remote_pte = ws.push_artifact(pte, pte_digest)
     ws.run_executor_runner(runner, remote_pte, [files], timeout_s, local_dir,
-                           shared_buffer=bool(compile_options(pte)["shared_buffer"]))
+                           shared_buffer=bool(compile_options(pte)["shared_buffer"]),
+                           method_index=info.plan_order.index(method))
     outputs = []
     for j, out in enumerate(meta.outputs):
         dtype, name = _numpy(out, f"{method} output {j}"), f"output_0_{j}.raw"

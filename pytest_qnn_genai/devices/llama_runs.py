@@ -50,6 +50,7 @@ from pytest_qnn_genai.devices.runner_output import (
 )
 from pytest_qnn_genai.files import file_sha256
 from pytest_qnn_genai.hybrid import DECODE, PREFILL
+from pytest_qnn_genai.runtime.chat import format_prompt
 from pytest_qnn_genai.runtime.result import RunResult
 from pytest_qnn_genai.runtime.tokenizer import stop_ids
 from pytest_qnn_genai.untyped import Json
@@ -169,19 +170,29 @@ def generate(ws: DeviceWorkspace, runner: Path, pte: Path, pte_digest: str, toke
              tokenizer: CaseTokenizer, prompt: str, prompt_ids: list[int],
              max_new_tokens: int, local_dir: Path, timeout_s: float, *, serial: str,
              logits: bool = False, facts: ProgramFacts | None = None,
-             decoder_model_version: str | None = None) -> RunResult:
+             decoder_model_version: str | None = None, runner_prompt: bool = False,
+             ) -> RunResult:
     """The hybrid run (text, perf) and, with ``logits``, the kv-mode run (logits, exact ids).
     ``facts``: what the program says (default: read out of ``pte``); ``decoder_model_version``:
-    the runner's ``--decoder_model_version`` (its extra EOS pieces, e.g. ``<|eot_id|>``)."""
+    the runner's ``--decoder_model_version`` (its extra EOS pieces, e.g. ``<|eot_id|>``, and its
+    chat template). ``runner_prompt``: give the runner ``--prompt prompt`` to format and encode
+    itself, as upstream's CI and device evaluator do; ``prompt_ids`` are then the ids it must
+    read (:func:`~pytest_qnn_genai.runtime.chat.runner_prompt_ids`), held to its own count and
+    echo."""
     facts = facts or ProgramFacts.of(pte)
     p = len(prompt_ids)
     seq_len = plan_seq_len(facts, p, max_new_tokens, HYBRID_MODE)
     local_dir.mkdir(parents=True, exist_ok=True)
-    ids = np.asarray(prompt_ids, dtype=np.uint64).tobytes()
-    ids_file = local_dir / "prompt_ids.raw"
-    ids_file.write_bytes(ids)
-    # relative to the workspace the runner starts in: the runner echoes it into outputs.txt
-    remote_ids = ws.relative(ws.push_artifact(ids_file, hashlib.sha256(ids).hexdigest()))
+    if runner_prompt:
+        text, remote_ids, echo = prompt, None, format_prompt(decoder_model_version, prompt)
+    else:
+        ids = np.asarray(prompt_ids, dtype=np.uint64).tobytes()
+        ids_file = local_dir / "prompt_ids.raw"
+        ids_file.write_bytes(ids)
+        # relative to the workspace the runner starts in: the runner echoes it into outputs.txt
+        text = None
+        remote_ids = echo = ws.relative(ws.push_artifact(ids_file,
+                                                         hashlib.sha256(ids).hexdigest()))
     remote_pte = ws.push_artifact(pte, pte_digest)
     remote_tok = ws.push_artifact(tokenizer_bin, file_sha256(Path(tokenizer_bin)))
     # the runner stops at its tokenizer's EOS (+ <|eot_id|> as llama3), not at the program's
@@ -190,12 +201,12 @@ def generate(ws: DeviceWorkspace, runner: Path, pte: Path, pte_digest: str, toke
                        for e in sorted(stop_ids(tokenizer, decoder_model_version)))
 
     def run(mode: int, name: str) -> tuple[Generation, RunnerFiles]:
-        files = ws.run_llama_runner(runner, remote_pte, remote_tok, None, seq_len, timeout_s,
+        files = ws.run_llama_runner(runner, remote_pte, remote_tok, text, seq_len, timeout_s,
                                     local_dir / name, eval_mode=mode,
                                     dump_logits=mode == KV_MODE, tokenized_prompt=remote_ids,
                                     shared_buffer=facts.shared_buffer,
                                     decoder_model_version=decoder_model_version)
-        return check_generation(files, remote_ids, p, max_new_tokens, eos_pieces, serial), files
+        return check_generation(files, echo, p, max_new_tokens, eos_pieces, serial), files
 
     hybrid, _ = run(HYBRID_MODE, "hybrid")
     result = hybrid.result

@@ -125,7 +125,9 @@ class DeviceSession:
 
     def generate(self, pte: Path, tokenizer_model: Path, tokenizer_bin: Path | None, prompt: str,
                  max_new_tokens: int, target: Target, pte_digest: str | None = None,
-                 logits: bool = False, decoder_model_version: str | None = None) -> RunResult:
+                 logits: bool = False, decoder_model_version: str | None = None,
+                 runner_prompt: bool = False, prompt_ids: list[int] | None = None,
+                 ) -> RunResult:
         """``max_new_tokens`` greedy tokens after ``prompt`` with qnn_llama_runner: the hybrid
         run, and with ``logits`` a kv-mode run that dumps them (:mod:`.llama_runs`). The prompt
         is encoded with ``tokenizer_model`` (BOS from the tokenizer, as the runner); the runner
@@ -134,6 +136,7 @@ class DeviceSession:
             import executorch.runtime  # noqa: F401
         except ImportError:
             pass
+        from pytest_qnn_genai.runtime.chat import runner_prompt_ids
         from pytest_qnn_genai.runtime.tokenizer import encode, load_tokenizer
 
         runner_tokenizer = Path(tokenizer_bin or tokenizer_model)
@@ -146,9 +149,12 @@ class DeviceSession:
         result = llama_runs.generate(
             self.session_workspace, self.runner, Path(pte),
             pte_digest or file_sha256(Path(pte)), runner_tokenizer, tokenizer, prompt,
-            encode(tokenizer, prompt), max_new_tokens,
+            prompt_ids if prompt_ids is not None
+            else runner_prompt_ids(tokenizer, decoder_model_version, prompt) if runner_prompt
+            else encode(tokenizer, prompt), max_new_tokens,
             self.local_dir / f"{self.serial}-run{self.runs}", self.run_timeout_s,
-            serial=self.serial, logits=logits, decoder_model_version=decoder_model_version)
+            serial=self.serial, logits=logits, decoder_model_version=decoder_model_version,
+            runner_prompt=runner_prompt)
         result.extra.update(target=target.id, prompt=prompt, serial=self.serial,
                             soc=self.info.soc if self.info else "")
         return result

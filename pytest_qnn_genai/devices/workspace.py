@@ -188,7 +188,7 @@ class DeviceWorkspace:
     def run_executor_runner(self, runner_path: Path | str, pte: str,
                             inputs: Sequence[Sequence[Path]], timeout: float,
                             local_dir: Path | str, *, shared_buffer: bool = False,
-                            ) -> RunnerFiles:
+                            method_index: int = 0) -> RunnerFiles:
         """qnn_executor_runner once over ``inputs`` (one line of raw files per inference, as
         SimpleADB lays them out: ``run/_input_<i>_<j>.raw`` in ``run/input_list.txt``), outputs
         into ``run/outputs/`` (made here: the runner does not create it). Pulls run.log and
@@ -212,6 +212,8 @@ class DeviceWorkspace:
                  f"--performance_output_path {RUN_DIR}/inference_speed.txt"]
         if shared_buffer:
             flags.append("--shared_buffer")
+        if method_index:
+            flags.append(f"--method_index {int(method_index)}")
         command = (f"cd {q(self.path)} && chmod +x {EXECUTOR_NAME}{_ENV} && ./{EXECUTOR_NAME} "
                    f"{' '.join(flags)} > {RUN_DIR}/run.log 2>&1")
         return self._run(EXECUTOR_NAME, command, timeout, Path(local_dir))

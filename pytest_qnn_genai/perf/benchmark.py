@@ -134,13 +134,13 @@ def host_generation(pte: Path | str, tokenizer_model: Path | str, workload: Work
 def fit_workload(workload: Workload, tokenizer_model: Path | str,
                  runners: Sequence[HybridRunner]) -> tuple[list[int], int]:
     """``workload``'s prompt ids (the tokenizer's BOS, cut to what every runner's prompt
-    processor accepts) and its new-token count (at least 1, within every runner's
-    ``max_seq_len``)."""
+    processor accepts) and its new-token count (at least 1; prompt + new tokens within every
+    runner's context, as qnn_llama_runner's ``--seq_len``)."""
     from pytest_qnn_genai.runtime.tokenizer import encode, load_tokenizer
 
     ids = encode(load_tokenizer(Path(tokenizer_model)), workload.prompt)
     ids = ids[:min(r.max_prompt_len for r in runners)]
-    n = min([workload.max_new_tokens] + [r.max_seq_len - 1 - len(ids) for r in runners])
+    n = min([workload.max_new_tokens] + [r.context_len - len(ids) for r in runners])
     return ids, max(1, n)
 
 

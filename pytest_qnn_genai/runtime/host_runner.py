@@ -157,8 +157,9 @@ class HybridRunner:
 
     @property
     def max_prompt_len(self) -> int:
-        """Longest prompt the prompt processor accepts (``ctx - prefill AR``, as the C++ runner)."""
-        return min(self.context_len - self.prefill.ar_len, self.max_seq_len - 1)
+        """Longest prompt the prompt processor accepts (``ctx - prefill AR``, as the C++ runner's
+        hybrid prompt processor; the runner never reads ``get_max_seq_len``)."""
+        return self.context_len - self.prefill.ar_len
 
     def _causal_mask(self, io: MethodIO) -> torch.Tensor:
         """The mask with only the causal new-token block open (int32: torch lacks uint16 fills)."""
@@ -218,19 +219,22 @@ class HybridRunner:
             raise HybridRunnerError(
                 f"prompt of {len(prompt_tokens)} tokens exceeds the {self.max_prompt_len} this "
                 f"program's prompt processor accepts (context {self.context_len} - prefill AR "
-                f"{self.prefill.ar_len}, max_seq_len {self.max_seq_len})")
+                f"{self.prefill.ar_len})")
 
     def generate(self, prompt_tokens: list[int], max_new_tokens: int,
                  stop_at_eos: bool = True, eos_ids: Collection[int] | None = None) -> RunResult:
         """Greedy generation: argmax of the raw quantized logits, as the C++ runner does.
 
         Prompts longer than the prefill AR run as several prefill chunks. Generation stops after
-        ``max_new_tokens`` tokens, at an EOS token (when ``stop_at_eos``; also when EOS is the
-        first token, where the C++ runner would go on) or when the position reaches
-        ``max_seq_len - 1``. The EOS tokens are ``eos_ids`` (the tokenizer's, as the C++ runner
-        takes them: :func:`~pytest_qnn_genai.runtime.tokenizer.stop_ids`), else the program's
-        ``get_eos_id``. ``logits`` are the dequantized rows ``(q - zero_point) * scale``
-        (float32 ``[len(tokens), vocab]``) that produced each token.
+        ``max_new_tokens`` tokens, at an EOS token from a decode step (when ``stop_at_eos``; an
+        EOS from the prompt pass does not stop the C++ runner either) or when the position
+        reaches ``context - 1``, as qnn_llama_runner stops (token_generator.cpp: ``pos < seq_len
+        - 1`` with ``--seq_len`` clamped to the compiled context; runner.cpp never reads
+        ``get_max_seq_len``, so neither does this). The EOS tokens are ``eos_ids`` (the
+        tokenizer's, as the C++ runner takes them:
+        :func:`~pytest_qnn_genai.runtime.tokenizer.stop_ids`), else the program's ``get_eos_id``.
+        ``logits`` are the dequantized rows ``(q - zero_point) * scale`` (float32
+        ``[len(tokens), vocab]``) that produced each token.
 
         Perf figures follow ExecuTorch's ``PyTorchObserver`` stats (extension/llm/runner/stats.h),
         with ``inference_start`` = the call of this method (prompt already tokenized):
@@ -307,12 +311,12 @@ class Generation:
             self.n_past += 1
             self.raw.append(logits[0])
             self.tokens.append(int(torch.argmax(self.raw[-1].to(torch.int32))))
-        if self.stop_at_eos and self.tokens[-1] in self.stops:
+        if self.stop_at_eos and len(self.tokens) > 1 and self.tokens[-1] in self.stops:
             self.stop = "eos"
         elif len(self.tokens) >= self.max_new_tokens:
             self.stop = "max_new_tokens"
-        elif self.n_past >= min(r.max_seq_len, r.context_len) - 1:
-            self.stop = "max_seq_len"
+        elif self.n_past >= r.context_len - 1:
+            self.stop = "context"
         else:
             return True
         self._end = time.perf_counter()

@@ -74,6 +74,7 @@ class PteInfo:
     size_bytes: int
     methods: dict[str, MethodInfo]
     constants: dict[str, Json] = field(default_factory=dict)  # constant method -> value(s)
+    plan_order: tuple[str, ...] = ()  # method names as the program stores them (method indices)
 
     @property
     def method_names(self) -> list[str]:
@@ -212,7 +213,8 @@ def inspect_pte(path: Path | str) -> PteInfo:
             qnn_options=_qnn_options(plan),
         )
     return PteInfo(path=path, size_bytes=len(data), methods=methods,
-                   constants=constant_values(program))
+                   constants=constant_values(program),
+                   plan_order=tuple(plan.name for plan in serialized.execution_plan))
 
 
 def compile_options(path: Path | str) -> dict[str, Json]:

@@ -55,8 +55,8 @@ class SentencePieceTokenizer:
     def eos_id(self) -> int:
         return self.sp.eos_id()
 
-    def encode(self, text: str) -> list[int]:
-        """Ids of ``text``, no BOS/EOS."""
+    def encode(self, text: str, specials: bool = False) -> list[int]:
+        """Ids of ``text``, no BOS/EOS (a SentencePiece model has no special-token text)."""
         return list(self.sp.encode(text))
 
     def decode(self, ids: list[int]) -> str:
@@ -93,9 +93,11 @@ class LlamaTiktokenTokenizer:
     def eos_id(self) -> int:
         return self.tt.eos_id
 
-    def encode(self, text: str) -> list[int]:
-        """Ids of ``text``, no BOS/EOS (special-token text in it is not parsed as specials)."""
-        return list(self.tt.encode(text, bos=False, eos=False))
+    def encode(self, text: str, specials: bool = False) -> list[int]:
+        """Ids of ``text``, no BOS/EOS; special-token text in it is parsed as specials only with
+        ``specials`` (as the runner's C++ Tiktoken encodes a --prompt)."""
+        return list(self.tt.encode(text, bos=False, eos=False,
+                                   allowed_special="all" if specials else set()))
 
     def decode(self, ids: list[int]) -> str:
         return self.tt.decode(list(ids))

@@ -166,12 +166,14 @@ def test_stops_at_eos(runner: HybridRunner, prompt: list[int], result: RunResult
     assert runner.generate(prompt, N_NEW, stop_at_eos=False).tokens == result.tokens
 
 
-def test_stops_at_max_seq_len(runner: HybridRunner, tokenizer) -> None:
+def test_stops_at_the_context_as_the_runner_does(runner: HybridRunner, tokenizer) -> None:
+    """qnn_llama_runner clamps --seq_len to the compiled context and decodes while pos < seq_len
+    - 1: P + generated = context (it never reads get_max_seq_len)."""
     n_prompt = runner.max_prompt_len
     ids = ([tokenizer.bos_id] + tokenizer.encode("Once upon a time " * 60))[:n_prompt]
     run = runner.generate(ids, 1000, stop_at_eos=False)
-    assert run.extra["stop_reason"] == "max_seq_len"
-    assert len(ids) + len(run.tokens) == runner.max_seq_len
+    assert run.extra["stop_reason"] == "context"
+    assert len(ids) + len(run.tokens) == runner.context_len
 
 
 def test_rejects_requests_beyond_the_program(runner: HybridRunner) -> None:

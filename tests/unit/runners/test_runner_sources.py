@@ -22,7 +22,7 @@ from pytest_qnn_genai.runners.sources import (
 from pytest_qnn_genai.runners.toolchain import DEBIAN_PACKAGES
 from tests.support.source_trees import RUNNER_DIR, synthetic_tree
 
-UPSTREAM = Path(os.environ.get(ENV_VAR, "/work/shared/upstream/executorch"))
+UPSTREAM = Path(os.environ.get(ENV_VAR) or "/nonexistent")  # make test sets it
 
 
 @pytest.fixture

@@ -1,0 +1,39 @@
+"""The runner's own ``--prompt`` path, as upstream's CI and device evaluator drive it.
+
+Every other run hands the runner the prompt as ids (``--tokenized_prompt``), the very ids the
+references use. Here the runner formats the case's eval prompt with its chat template
+(``--decoder_model_version``) and encodes it with its own tokenizer, so this is where the
+harness's copy of both is held to upstream's runner: the ids the harness expects
+(``runtime.chat.runner_prompt_ids``) must be as many as the runner read (its observer line), its
+echo must be the harness's formatted text, and its generation must be the one it makes from the
+harness's ids. Upstream's runners only: the host runner takes ids.
+"""
+from __future__ import annotations
+
+import pytest
+
+from pytest_qnn_genai.runtime.chat import format_prompt, runner_prompt_ids
+from pytest_qnn_genai.runtime.tokenizer import load_tokenizer
+
+
+def test_the_runners_own_prompt_path_reads_the_harness_ids(qnn_pipeline, qnn_case, qnn_target,
+                                                           qnn_pte) -> None:
+    if qnn_target.is_emulator:
+        pytest.skip(f"{qnn_target.id}: the host runner takes ids; the --prompt path is upstream's "
+                    "runners' (the x86-runner target, a phone)")
+    version = qnn_pipeline.decoder_model_version(qnn_case)
+    formatted = format_prompt(version, qnn_case.eval_prompt)
+    ids = runner_prompt_ids(load_tokenizer(qnn_case.path("tokenizer_model")), version,
+                            qnn_case.eval_prompt)
+    n = qnn_case.max_new_tokens
+    by_text = qnn_pipeline.run_pte(qnn_case, qnn_target, qnn_pte.pte, qnn_case.eval_prompt, n,
+                                   runner_prompt=True)
+    assert by_text.perf.prompt_tokens == len(ids), (
+        f"the runner read {by_text.perf.prompt_tokens} prompt tokens for {formatted!r}; the "
+        f"harness's template and tokenizer give {len(ids)}")
+    assert by_text.extra["outputs_txt"].startswith(formatted)
+    by_ids = qnn_pipeline.run_pte(qnn_case, qnn_target, qnn_pte.pte, formatted, n,
+                                  prompt_ids=ids)
+    assert by_ids.prompt_tokens == ids
+    assert by_text.text == by_ids.text, ("the runner's --prompt run generated another text than "
+                                         "the harness's ids did: it read other ids")
