@@ -12,7 +12,7 @@ PYTEST_ARGS ?=
 TEST_WORKERS ?= 2
 STAMP  := $(VENV)/.installed
 
-.PHONY: gate test unit lint install adb nightly clean
+.PHONY: gate test unit lint install adb chromium nightly clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
@@ -28,6 +28,10 @@ install: $(STAMP)
 adb:
 	@command -v adb >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq adb >/dev/null; }
 
+# Headless Chromium (Debian package) for the report page's browser test (summary.html from disk).
+chromium:
+	@command -v chromium >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq chromium >/dev/null; }
+
 gate: install
 	$(PY) -m pytest suites --soc $(SOC) $(PYTEST_ARGS)
 
@@ -40,7 +44,7 @@ lint: install
 unit: install
 	$(PY) -m pytest tests/unit -n 2 $(PYTEST_ARGS)
 
-test: lint adb
+test: lint adb chromium
 	@$(PY) -m pytest tests suites -n $(TEST_WORKERS) --soc $(SOC) $(PYTEST_ARGS); rc=$$?; \
 	  if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests (exit 5)" >&2; fi; exit $$rc
 

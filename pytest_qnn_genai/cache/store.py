@@ -98,6 +98,9 @@ class CacheStats:
     evicted: int = 0
     bytes_evicted: int = 0
     leftovers_removed: int = 0
+    # every entry handed out, "stage/key" -> its stage, label, key, digest, upstream and key
+    # inputs (what a run report's fingerprint lists)
+    used: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def merge(self, other: Mapping[str, Any]) -> None:
         """Add another process's stats (as produced by :meth:`to_dict`)."""
@@ -110,9 +113,10 @@ class CacheStats:
         self.evicted += other.get("evicted", 0)
         self.bytes_evicted += other.get("bytes_evicted", 0)
         self.leftovers_removed += other.get("leftovers_removed", 0)
+        self.used.update(other.get("used", {}))
 
     def to_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
+        return {**self.__dict__, "used": dict(self.used)}
 
 
 class ArtifactCache:
@@ -211,7 +215,7 @@ class ArtifactCache:
             with KeyLock(lock_path(self.root / stage, key)):
                 entry = self._locked_lookup(stage, key)
         if entry is not None:
-            self._used.add(f"{stage}/{key}")
+            self._note_used(stage, key, entry)
         return entry
 
     def get_or_build(self, stage: str, inputs: Mapping[str, Any], build: Callable[[Path], None],
@@ -231,12 +235,21 @@ class ArtifactCache:
                 entry = self._locked_lookup(stage, key)  # built meanwhile, or damaged: discarded
                 if entry is None:
                     entry = self._build(stage, key, inputs, upstream, build, label)
-        self._used.add(f"{stage}/{key}")
+        self._note_used(stage, key, entry)
         if entry.hit:
             self.stats.hits += 1
         else:
             self.enforce_bound()
         return entry
+
+    def _note_used(self, stage: str, key: str, entry: CacheEntry) -> None:
+        m = entry.manifest
+        name = f"{stage}/{key}"
+        self._used.add(name)
+        self.stats.used[name] = {"stage": stage, "label": m.get("label", ""),
+                                 "key": key, "digest": entry.digest,
+                                 "upstream": list(m.get("upstream", [])),
+                                 "inputs": m.get("inputs", {})}
 
     def _build(self, stage: str, key: str, inputs: Mapping[str, Any], upstream: Sequence[str],
                build: Callable[[Path], None], label: str) -> CacheEntry:

@@ -26,6 +26,7 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from pytest_qnn_genai.figures import Figure, problem
 from pytest_qnn_genai.perf.benchmark import Generate, Minimum, observed_inference_speed
 from pytest_qnn_genai.runtime.result import PerfStats
 
@@ -74,6 +75,13 @@ def round_problems(rounds: list[PerfStats]) -> list[str]:
         for p in getattr(r, "problems", ()):
             seen[p] = seen.get(p, 0) + 1
     return [f"{p} ({n} of {len(rounds)} rounds)" for p, n in seen.items()]
+
+
+def round_problem_figures(rounds: list[PerfStats]) -> list[Figure]:
+    """:func:`round_problems` as the run report's failed rows."""
+    return [problem("phone_round", p, "every round ran the floors' workload and its "
+                    "inference_speed.txt agrees with its observer line")
+            for p in round_problems(rounds)]
 
 
 def phone_generation(pipeline: Any, case: Any, target: Any,

@@ -214,20 +214,37 @@ class QnnSession:
         else:
             self.write_report()
 
+    def fingerprint(self) -> dict[str, object]:
+        """What shaped this run's figures (versions, harness commit, settings, each case's
+        run-time settings, every cache entry used), as plain data for the report."""
+        from pytest_qnn_genai.models.registry import RUNTIME_FIELDS
+        from pytest_qnn_genai.report.fingerprint import collect, git_state
+
+        s = self.settings
+        settings = {"socs": [x.name for x in s.socs], "backend": s.backend,
+                    "devices": list(s.devices), "models": list(s.models), "nightly": s.nightly,
+                    "rebuild": s.rebuild, "perf_noise": s.perf_noise,
+                    "perf_rounds": s.perf_rounds, "perf_min_tokens": s.perf_min_tokens,
+                    "perf_min_seconds": s.perf_min_seconds,
+                    "perf_ratio_floor": s.perf_ratio_floor,
+                    "ab_pairs": [f"{a}:{b}" for a, b in s.ab_pairs]}
+        cases = {c.name: {k: getattr(c, k) for k in RUNTIME_FIELDS}
+                 for c in registry.select(list(s.models))}
+        return collect(self.results.header.versions, git_state(self.config.rootpath), settings,
+                       cases, self.cache_stats().used.values())
+
     def write_report(self) -> None:
         """Diffs against ``--qnn-compare-to`` and the ``--qnn-report`` folder (computed once)."""
-        from pytest_qnn_genai.golden.perf import GoldenFileError, load_goldens
+        from dataclasses import replace
+
         from pytest_qnn_genai.report.diff import compare
         from pytest_qnn_genai.report.write import write_report
 
         s = self.settings
         if s.report_dir is not None:
-            try:
-                goldens = load_goldens(s.golden_dir / "perf")
-            except GoldenFileError:
-                goldens = {}  # reported by the perf tests themselves
-            self.report = write_report(s.report_dir, self.results, goldens, self.baseline,
-                                       s.perf_noise)  # its diffs are against the baseline
+            self.results.header = replace(self.results.header, fingerprint=self.fingerprint())
+            self.report = write_report(s.report_dir, self.results, self.baseline, s.perf_noise,
+                                       None if s.compare_to is None else str(s.compare_to))
         elif self.baseline is not None:
             self.report = (None, [], compare(self.results.perf_figures(),
                                              self.baseline.perf_figures(), s.perf_noise))

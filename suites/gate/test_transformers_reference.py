@@ -9,10 +9,9 @@ generated, as they do against fp32.
 """
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
-from pytest_qnn_genai.checks import numerics
+from pytest_qnn_genai.checks import agreement, numerics, parity
 from pytest_qnn_genai.models import hf
 
 MAX_FP32_ABS_DIFF = 1e-3  # two fp32 implementations: float rounding only
@@ -25,15 +24,18 @@ def transformers_model(qnn_case):
     return hf.reference_model(qnn_case)
 
 
-def test_fp32_reference_is_transformers(fp32_reference, transformers_model) -> None:
+def test_fp32_reference_is_transformers(fp32_reference, transformers_model, qnn_record) -> None:
     want = hf.teacher_forced(transformers_model, fp32_reference.prompt_tokens,
                              fp32_reference.tokens)
-    diff = float(np.abs(want - fp32_reference.logits).max())
-    assert diff <= MAX_FP32_ABS_DIFF, f"fp32 reference vs transformers: max |diff| {diff:.3g}"
-    assert (np.argmax(want, 1) == np.argmax(fp32_reference.logits, 1)).all()
+    checks = agreement.same_model(want, fp32_reference.logits, MAX_FP32_ABS_DIFF, "transformers",
+                                  "fp32_vs_transformers")
+    qnn_record("gate", checks)
+    assert all(c.ok for c in checks), parity.failures(checks)
 
 
-def test_target_keeps_the_transformers_model(qnn_run, transformers_model) -> None:
+def test_target_keeps_the_transformers_model(qnn_run, transformers_model, qnn_record) -> None:
     got = numerics.accuracy_vs_reference(qnn_run, lambda ids: hf.logits(transformers_model, ids))
-    assert got["sqnr_db"] >= MIN_TARGET_SQNR_DB, f"target vs transformers logits: {got}"
-    assert got["greedy_agreement"] >= MIN_TARGET_GREEDY_AGREEMENT, f"greedy agreement: {got}"
+    checks = agreement.keeps_reference(got, "transformers", MIN_TARGET_SQNR_DB,
+                                       MIN_TARGET_GREEDY_AGREEMENT, "target_vs_transformers")
+    qnn_record("gate", checks)
+    assert all(c.ok for c in checks), parity.failures(checks)

@@ -6,12 +6,13 @@ import pytest
 pytestmark = pytest.mark.usefixtures("qnn_env")
 
 RECORDING = """
+from pytest_qnn_genai.figures import info
 from pytest_qnn_genai.report.results import Record
 from pytest_qnn_genai.targets import Target, soc
 
 def test_record(qnn_results):
-    qnn_results.add(Record.for_target("perf", "m", Target(soc("SM8650")), {"decode_tok_s": 12.0},
-                                      verdict="info"))
+    qnn_results.add(Record.for_target("perf", "m", Target(soc("SM8650")),
+                                      [info("decode_tok_s", 12.0)]))
 """
 
 
