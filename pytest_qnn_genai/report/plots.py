@@ -72,7 +72,7 @@ def _speed_panel(ax: Axes, groups: list[tuple[str, str]],
                         fontsize=7)
             if f.rule == PHONE_FLOOR and f.bound:
                 ax.hlines(f.bound, x - width / 2, x + width / 2, colors="black", linewidths=2.5,
-                          label=None if floor_labelled else "golden floor (phone)")
+                          label="_nolegend_" if floor_labelled else "golden floor (phone)")
                 floor_labelled = True
     ax.set_xticks(range(len(groups)), [f"{m}\n{t}" for m, t in groups], fontsize=8)
     ax.set_yscale("log")

@@ -42,11 +42,11 @@ def details(f: Figure) -> str:
     """A figure's context in words (an A/B ratio: its bounds, rounds and both medians)."""
     c = dict(f.context)
     if f.rule == RATIO:
-        high = "∞" if c.get("high") is None else text.number(c.get("high"))
+        high = "∞" if c.get("high") is None else text.value(c.get("high"))
         a, b = c.get("a"), c.get("b")
         conf = c.get("confidence")
         words = [f"{conf:.0%} bounds " if isinstance(conf, float) else "bounds ",
-                 f"{text.number(c.get('low'))}..{high}, {c.get('rounds')} rounds"]
+                 f"{text.value(c.get('low'))}..{high}, {c.get('rounds')} rounds"]
         for side in (a, b):
             median = c.get(f"median_{side}")
             if isinstance(median, (int, float)):
