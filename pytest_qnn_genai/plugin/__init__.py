@@ -45,6 +45,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         config.stash[SESSION].modify_items(items)
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> object:
+    report = yield
+    if SESSION in item.config.stash:
+        item.config.stash[SESSION].note_failure(item, report)
+    return report
+
+
 def pytest_sessionfinish(session: pytest.Session) -> None:
     if SESSION in session.config.stash:
         session.config.stash[SESSION].finish()

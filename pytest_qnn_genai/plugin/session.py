@@ -18,6 +18,7 @@ import pytest
 
 from pytest_qnn_genai.cache import ArtifactCache, CacheStats
 from pytest_qnn_genai.checks.parity import ParityTable
+from pytest_qnn_genai.figures import FAIL, problem
 from pytest_qnn_genai.models import registry
 from pytest_qnn_genai.plugin import marks, options
 from pytest_qnn_genai.report.results import Header, Record, ResultsFile, ResultsFileError
@@ -173,6 +174,35 @@ class QnnSession:
             load_goldens(self.settings.golden_dir / "perf")
         except GoldenFileError as e:
             raise pytest.UsageError(str(e)) from None
+
+    # -- the report ---------------------------------------------------------------------------
+    def note_failure(self, item: pytest.Item, report: pytest.TestReport) -> None:
+        """A test of a model case x target that failed without a failed figure in the report
+        gets one (``test_failed``, its first failure line): the report's counts never read all
+        pass while a test failed before it recorded, or failed on an unrecorded check."""
+        if (self.settings.report_dir is None or not report.failed
+                or hasattr(report, "wasxfail")):
+            return
+        funcargs = getattr(item, "funcargs", {})
+        target = funcargs.get("qnn_target")
+        if target is None:
+            return
+        try:
+            records = self.results.records  # (its header names the SDK)
+        except SdkError:
+            return  # the SDK itself is what failed: no report to keep honest
+        if any(r.test == item.nodeid and r.verdict == FAIL for r in records):
+            return
+        case = funcargs.get("qnn_case")
+        kind = next((k for k in ("perf", "parity", "smoke") if item.get_closest_marker(k)
+                     or k in item.path.parts), "gate")
+        text = report.longreprtext.strip().splitlines()
+        errors = [x[1:].strip() for x in text if x.startswith("E ")]
+        why = errors[0] if errors else (text[-1] if text else "failed")
+        self.results.add(Record.for_target(
+            kind, case.name if case is not None else item.name, target,
+            [problem("test_failed", why, f"the test's own assertions ({report.when})")],
+            test=item.nodeid))
 
     # -- xdist ----------------------------------------------------------------------------------
     def worker_input(self) -> dict[str, float]:
