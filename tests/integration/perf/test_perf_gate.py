@@ -288,8 +288,11 @@ def test_records_come_back_from_xdist_workers(pytester: pytest.Pytester,
                                            *ONE_CASE)
     result.assert_outcomes(passed=2)
     (folder,) = (pytester.path / "out").iterdir()
-    records = json.loads((folder / "results.json").read_text())["records"]
-    assert sorted(r["target"] for r in records) == ["SM8650-htp-emulator", "SM8750-htp-emulator"]
+    data = json.loads((folder / "results.json").read_text())
+    assert sorted(r["target"] for r in data["records"]) == ["SM8650-htp-emulator",
+                                                            "SM8750-htp-emulator"]
+    # the cache entries the workers used are in the controller's fingerprint
+    assert [a["label"] for a in data["header"]["fingerprint"]["artifacts"]] == ["fake SM8650-htp"]
 
 
 @pytest.mark.usefixtures("qnn_env")
