@@ -17,7 +17,7 @@ STAMP  := $(VENV)/.installed
 QNN_GENAI_EXECUTORCH_SRC ?= $(wildcard $(abspath $(CURDIR)/../shared/upstream/executorch))
 export QNN_GENAI_EXECUTORCH_SRC
 
-.PHONY: gate test unit lint install adb build-deps dav nightly clean
+.PHONY: gate test unit lint install adb build-deps dav chromium nightly clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
@@ -32,6 +32,10 @@ install: $(STAMP)
 # The real adb client (Debian package) for the device-path tests against the loopback adb server.
 adb:
 	@command -v adb >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq adb >/dev/null; }
+
+# Headless Chromium (Debian package) for the report page's browser test (summary.html from disk).
+chromium:
+	@command -v chromium >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq chromium >/dev/null; }
 
 # The Debian packages the build of upstream's qnn_llama_runner / qnn_executor_runner needs (the same
 # list as pytest_qnn_genai/runners/toolchain.py DEBIAN_PACKAGES; a unit test holds them equal).
@@ -62,7 +66,7 @@ lint: install
 unit: install
 	$(PY) -m pytest tests/unit -n 2 $(PYTEST_ARGS)
 
-test: lint adb build-deps dav
+test: lint adb build-deps dav chromium
 	@$(PY) -m pytest tests suites -n $(TEST_WORKERS) --soc $(SOC) $(PYTEST_ARGS); rc=$$?; \
 	  if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests (exit 5)" >&2; fi; exit $$rc
 

@@ -4,9 +4,17 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import matplotlib.backends.backend_agg  # noqa: F401 - see below
+import matplotlib.dates  # noqa: F401
+import matplotlib.figure  # noqa: F401
 import pytest
 
 from pytest_qnn_genai.sdk import emulator
+
+# matplotlib is imported once, before any in-process pytester run: such a run drops the modules it
+# imported when it ends, and a later plot mixed the dropped modules' classes with re-imported ones
+# (measured under -n 2: "Single argument to subplot must be a three-digit integer, not GridSpec",
+# "Legend needs either Axes or FigureBase as parent" in the report's plots).
 from tests.support import XDIST_ENV
 
 if TYPE_CHECKING:

@@ -32,16 +32,22 @@ class CacheStats:
     uploaded: int = 0  # entries built here and stored in the remote cache
     bytes_uploaded: int = 0
     rejected: int = 0  # remote entries found damaged: not used, built here
+    # every entry handed out, "stage/key" -> its stage, label, key, digest, upstream and key
+    # inputs (what a run report's fingerprint lists)
+    used: dict[str, dict[str, Json]] = field(default_factory=dict)
 
     def merge(self, other: Mapping[str, Json]) -> None:
         """Add another process's stats (as produced by :meth:`to_dict`)."""
         for f in fields(self):
             value = other.get(f.name)
-            if value is not None:
+            if isinstance(value, dict):
+                getattr(self, f.name).update(value)
+            elif value is not None:
                 setattr(self, f.name, getattr(self, f.name) + value)
 
     def to_dict(self) -> dict[str, Json]:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
+        out = {f.name: getattr(self, f.name) for f in fields(self)}
+        return {**out, "used": dict(self.used)}
 
     @property
     def active(self) -> bool:

@@ -227,7 +227,7 @@ class ArtifactCache:
 
     def _hand_out(self, stage: str, key: str, entry: CacheEntry, label: str) -> CacheEntry:
         """Count the use of ``entry`` and return it, or raise the failure it remembers."""
-        self._used.add(f"{stage}/{key}")
+        self._note_used(stage, key, entry)
         if not entry.hit:  # built or downloaded: the cache grew
             self.enforce_bound()
         if failure_of(entry.manifest) is not None:
@@ -237,6 +237,15 @@ class ArtifactCache:
         if entry.hit:
             self.stats.hits += 1
         return entry
+
+    def _note_used(self, stage: str, key: str, entry: CacheEntry) -> None:
+        m = entry.manifest
+        name = f"{stage}/{key}"
+        self._used.add(name)
+        self.stats.used[name] = {"stage": stage, "label": m.get("label", ""),
+                                 "key": key, "digest": entry.digest,
+                                 "upstream": list(m.get("upstream", [])),
+                                 "inputs": m.get("inputs", {})}
 
     def _download(self, stage: str, key: str, label: str) -> CacheEntry | None:
         """Holding the key's lock: the entry fetched from the remote cache and verified, or None."""

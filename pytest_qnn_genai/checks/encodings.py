@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from pytest_qnn_genai import figures
 from pytest_qnn_genai.checks.parity import Check
 from pytest_qnn_genai.untyped import Upstream
 
@@ -235,10 +236,13 @@ class EncodingReport:
         return [Check("QDQ tensors matched", self.n_legacy, self.n_new,
                       f"{len(self.only_legacy)}/{len(self.only_new)} unmatched",
                       ok=self.matched > 0 and not self.only_legacy and not self.only_new,
-                      detail=self.table()),
-                Check(f"QDQ encodings within {self.max_steps:g} step", "", f"worst {worst:.3f}",
-                      f"{len(self.over)} over of {self.matched}",
-                      ok=self.matched > 0 and not self.over, detail=self.table())]
+                      detail=self.table(), judge="every tensor in both graphs",
+                      name="qdq_tensors_matched"),
+                Check(f"QDQ encodings within {self.max_steps:g} step (worst)", "",
+                      round(worst, 4), f"{len(self.over)} over of {self.matched}",
+                      ok=self.matched > 0 and not self.over, detail=self.table(),
+                      judge=f"≤ {self.max_steps:g} step of legacy's", name="encoding_worst_steps",
+                      bound=self.max_steps, rule=figures.AT_MOST, better=figures.LOWER)]
 
 
 def compare_encodings(legacy: dict[str, Encoding], new: dict[str, Encoding],

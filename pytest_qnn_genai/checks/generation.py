@@ -23,7 +23,8 @@ def judged_generation(run: RunResult, on_phone: bool) -> list[Check]:
     """Rows (reference in ``legacy``, the run's own in ``new``): tokens vs the logits' greedy
     path; on a phone, the hybrid run's text vs the kv-mode run's."""
     if run.logits is None:
-        return [Check("logits of the generation", "present", "missing", ok=False)]
+        return [Check("logits of the generation", "present", "missing", ok=False,
+                      judge="the run dumped logits", name="logits_present")]
     greedy = [int(t) for t in np.argmax(run.logits, axis=1)]
     first = next((i for i, (a, b) in enumerate(zip(greedy, run.tokens)) if a != b),
                  min(len(greedy), len(run.tokens)))
@@ -31,10 +32,12 @@ def judged_generation(run: RunResult, on_phone: bool) -> list[Check]:
                     f"{len(run.tokens)} tokens", "" if greedy == run.tokens else f"step {first}",
                     ok=greedy == run.tokens,
                     detail="" if greedy == run.tokens else
-                    f"argmax {greedy[first:first + 8]}\ntokens {run.tokens[first:first + 8]}")]
+                    f"argmax {greedy[first:first + 8]}\ntokens {run.tokens[first:first + 8]}",
+                    judge="argmax of each logits row", name="tokens_are_greedy_path")]
     if on_phone:
         kv = run.extra.get("kv_text")
         checks.append(Check("hybrid run's text = kv-mode run's", kv, run.text,
                             ok=kv is not None and kv == run.text,
-                            detail=f"hybrid: {run.text!r}\nkv:     {kv!r}"))
+                            detail=f"hybrid: {run.text!r}\nkv:     {kv!r}",
+                            judge="the kv-mode run's text", name="hybrid_text_is_kv_text"))
     return checks

@@ -1,8 +1,10 @@
 """Legacy-vs-new parity as plain functions: program signatures, sizes, outputs, the table.
 
 Every comparison returns :class:`Check` rows (check, legacy, new, delta, verdict, detail) that a
-test asserts on and the session's :class:`ParityTable` prints. Nothing here depends on pytest, so
-the comparisons can be called directly on any two flows' artifacts (e.g. a perturbed variant).
+test asserts on, the session's :class:`ParityTable` prints and the run report records
+(:meth:`Check.figure`: the row's value, its judge and its verdict, from the row itself). Nothing
+here depends on pytest, so the comparisons can be called directly on any two flows' artifacts
+(e.g. a perturbed variant).
 """
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from pytest_qnn_genai import text
+from pytest_qnn_genai import figures, text
 from pytest_qnn_genai.checks import numerics
 from pytest_qnn_genai.hybrid import GRAPH_METHODS
 from pytest_qnn_genai.untyped import Json
@@ -22,6 +24,7 @@ from pytest_qnn_genai.untyped import Json
 if TYPE_CHECKING:
     from pytest_qnn_genai.runtime.result import RunResult
 
+SAME = "same as legacy"
 SCALE_RTOL = 1e-3  # constant-method scales (logits, KV outputs) of the two flows
 PTE_SIZE_RTOL = 0.05
 MIN_ROW_COSINE = 0.995
@@ -30,7 +33,12 @@ MIN_SQNR_DB = 30.0
 
 @dataclass(frozen=True)
 class Check:
-    """One parity check: both sides' values, their difference, and whether it passes."""
+    """One check: the reference's value (``legacy``: the legacy flow, A, or what the value is
+    held to), the value under test (``new``), their difference, and whether it passes.
+
+    ``judge`` names what ``new`` is held to (``≥ 30 dB``, ``same as legacy``); ``name`` is the
+    stable name of its figure in the run report, ``bound``/``rule``/``better`` its threshold, kind
+    and direction (:class:`pytest_qnn_genai.figures.Figure`)."""
 
     check: str
     legacy: Json
@@ -39,6 +47,11 @@ class Check:
     ok: bool = True
     detail: str = ""
     info: bool = False  # a figure reported, judged by nothing
+    judge: str = ""
+    name: str = ""
+    bound: float | None = None
+    rule: str = ""
+    better: str | None = None
 
     @property
     def verdict(self) -> str:
@@ -46,9 +59,22 @@ class Check:
             return "info"
         return "ok" if self.ok else "FAIL"
 
+    def figure(self) -> figures.Figure:
+        """This row as a judged figure of the run report (``new`` is its value, ``legacy`` its
+        reference); a judged row without a ``judge`` is refused (ValueError)."""
+        verdict = figures.INFO if self.info else figures.PASS if self.ok else figures.FAIL
+        context = {"delta": figures.scalar(self.delta)} if self.delta not in ("", None) else {}
+        return figures.Figure(self.name or _slug(self.check), figures.scalar(self.new), verdict,
+                              self.judge, self.rule, self.bound, self.better,
+                              figures.scalar(self.legacy), self.check, context)
+
     def row(self) -> dict[str, str]:
         return {"check": self.check, "legacy": _fmt(self.legacy), "new": _fmt(self.new),
                 "delta": _fmt(self.delta), "verdict": self.verdict}
+
+
+def _slug(words: str) -> str:
+    return "_".join("".join(c if c.isalnum() else " " for c in words.lower()).split())
 
 
 def _fmt(v: object) -> str:
@@ -146,14 +172,14 @@ def compare_signatures(legacy: Signature, new: Signature,
                        scale_rtol: float = SCALE_RTOL) -> list[Check]:
     """Method names, graph-method IO (count, shapes, dtypes) and constant values."""
     checks = [Check("method names", f"{len(legacy.methods)} methods", f"{len(new.methods)} methods",
-                    ok=legacy.methods == new.methods,
+                    ok=legacy.methods == new.methods, judge=SAME, name="method_names",
                     detail=f"only legacy: {sorted(set(legacy.methods) - set(new.methods))}\n"
                            f"only new: {sorted(set(new.methods) - set(legacy.methods))}")]
     for m in GRAPH_METHODS:
         a, b = legacy.io.get(m), new.io.get(m)
         if a is None or b is None:
             checks.append(Check(f"{m} IO", a is not None, b is not None, ok=False,
-                                detail=f"{m} missing"))
+                                detail=f"{m} missing", judge=SAME, name=f"{m}_io"))
             continue
         for side in ("inputs", "outputs"):
             diffs = [f"{side}[{i}]: legacy {x} new {y}"
@@ -161,7 +187,7 @@ def compare_signatures(legacy: Signature, new: Signature,
             n_a, n_b = len(a[side]), len(b[side])
             checks.append(Check(f"{m} {side} (count/shape/dtype)", n_a, n_b,
                                 delta=f"{len(diffs)} differ", ok=n_a == n_b and not diffs,
-                                detail="\n".join(diffs[:10])))
+                                detail="\n".join(diffs[:10]), judge=SAME, name=f"{m}_{side}"))
     bad, n = [], 0
     for name in sorted(set(legacy.constants) | set(new.constants)):
         a, b = legacy.constants.get(name), new.constants.get(name)
@@ -170,12 +196,15 @@ def compare_signatures(legacy: Signature, new: Signature,
             bad.append(f"{name}: legacy {a} new {b}")
     checks.append(Check("constant methods (ints exact, scales rtol "
                         f"{scale_rtol:g})", f"{len(legacy.constants)}", f"{len(new.constants)}",
-                        delta=f"{len(bad)} differ", ok=not bad, detail="\n".join(bad)))
+                        delta=f"{len(bad)} differ", ok=not bad, detail="\n".join(bad),
+                        judge=f"same as legacy (ints exact, scales rtol {scale_rtol:g})",
+                        name="constant_methods"))
     for name in ("get_logits_scale", "get_logits_zero_point"):
         a, b = legacy.constants.get(name), new.constants.get(name)
         if a is not None and b is not None:
             checks.append(Check(name, a, b, delta=(b - a) / a if a else b - a,
-                                ok=_close(a, b, scale_rtol)))
+                                ok=_close(a, b, scale_rtol), judge=f"legacy's, rtol {scale_rtol:g}",
+                                name=name))
     return checks
 
 
@@ -196,13 +225,15 @@ def compare_compile_options(legacy: dict[str, object], new: dict[str, object]) -
     detail = "\n".join(f"{k}: legacy {a.get(k, '<absent>')!r} new {b.get(k, '<absent>')!r}"
                        for k in differ)
     return [Check(f"QNN compile options ({len(a)} fields)", len(a), len(b),
-                  f"{len(differ)} differ", ok=not differ and bool(a), detail=detail)]
+                  f"{len(differ)} differ", ok=not differ and bool(a), detail=detail, judge=SAME,
+                  name="qnn_compile_options")]
 
 
 def compare_pte_size(legacy_bytes: int, new_bytes: int, rtol: float = PTE_SIZE_RTOL) -> Check:
     delta = (new_bytes - legacy_bytes) / legacy_bytes
     return Check(f".pte size (within {rtol:.0%})", legacy_bytes, new_bytes, f"{delta:+.2%}",
-                 ok=abs(delta) <= rtol)
+                 ok=abs(delta) <= rtol, judge=f"within {rtol:.0%} of legacy", name="pte_bytes",
+                 better=figures.LOWER)
 
 
 # -- emulator outputs ---------------------------------------------------------------------------
@@ -218,11 +249,17 @@ def compare_runs(legacy: RunResult, new: RunResult, min_cosine: float = MIN_ROW_
     sqnr = numerics.sqnr_db(la, lb)
     checks = [Check(f"logits per-step cosine (min, {n} steps)", "ref", float(cos.min()),
                     f"floor {min_cosine}", ok=float(cos.min()) >= min_cosine,
-                    detail=f"per step: {np.round(cos, 4).tolist()}"),
-              Check("logits SQNR dB", "ref", sqnr, f"floor {min_sqnr_db}", ok=sqnr >= min_sqnr_db)]
+                    detail=f"per step: {np.round(cos, 4).tolist()}", judge=f"≥ {min_cosine:g}",
+                    name="min_row_cosine", bound=min_cosine, rule=figures.AT_LEAST,
+                    better=figures.HIGHER),
+              Check("logits SQNR dB", "ref", sqnr, f"floor {min_sqnr_db}", ok=sqnr >= min_sqnr_db,
+                    judge=f"≥ {min_sqnr_db:g} dB", name="sqnr_db", bound=min_sqnr_db,
+                    rule=figures.AT_LEAST, better=figures.HIGHER)]
     tok = Check("greedy tokens", f"{len(a)} tokens", f"{len(b)} tokens",
                 "identical" if a == b else f"first differs at step {same}",
                 ok=a == b or not require_same_tokens,
-                detail="" if a == b else f"legacy {a[same:same + 8]}\nnew    {b[same:same + 8]}")
+                detail="" if a == b else f"legacy {a[same:same + 8]}\nnew    {b[same:same + 8]}",
+                judge="identical to legacy's" if require_same_tokens else "",
+                info=not require_same_tokens, name="greedy_tokens", rule=figures.EQUAL)
     return checks + [tok]
 

@@ -9,7 +9,7 @@ import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from pytest_qnn_genai import golden
+from pytest_qnn_genai import figures, golden
 
 SUBDIR = "continuations"
 
@@ -60,11 +60,26 @@ def update(path: Path, new: Continuation, *, allow_write: bool) -> str:
     return golden.rewrite(path, text, allow_write=allow_write)
 
 
+def _first_difference(expected: Continuation, tokens: list[int]) -> int:
+    return next((i for i, (a, b) in enumerate(zip(tokens, expected.tokens)) if a != b),
+                min(len(tokens), len(expected.tokens)))
+
+
+def judge(expected: Continuation, tokens: list[int], source: str) -> figures.Figure:
+    """The run report's figure: how many leading tokens follow the golden continuation, judged
+    by ``tokens == golden`` (the same test :func:`mismatch` describes)."""
+    same = tokens == expected.tokens
+    return figures.Figure("continuation_tokens_as_golden", _first_difference(expected, tokens),
+                          figures.PASS if same else figures.FAIL,
+                          f"all {len(expected.tokens)} tokens of {source}", figures.EQUAL,
+                          float(len(expected.tokens)), figures.HIGHER, len(expected.tokens),
+                          "leading tokens equal to the golden continuation")
+
+
 def mismatch(expected: Continuation, tokens: list[int], text: str) -> str | None:
     """A readable description of where ``tokens`` leave the golden continuation, or None."""
     if tokens == expected.tokens:
         return None
-    at = next((i for i, (a, b) in enumerate(zip(tokens, expected.tokens)) if a != b),
-              min(len(tokens), len(expected.tokens)))
+    at = _first_difference(expected, tokens)
     return (f"continuation differs from token {at} on (got {len(tokens)} tokens, golden "
             f"{len(expected.tokens)}):\n  golden: {expected.text!r}\n  got:    {text!r}")

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
-from pytest_qnn_genai import golden
+from pytest_qnn_genai import figures, golden
 from pytest_qnn_genai.golden import GoldenWriteRefused
 from pytest_qnn_genai.targets import BACKENDS, SOCS
 from pytest_qnn_genai.untyped import Json
@@ -79,6 +79,11 @@ class GoldenWorkload:
                 f"{getattr(case, k, None)!r}" for k, v in self.build.items()
                 if getattr(case, k, None) != v]
 
+    def judge_build(self, case: ModelCase, source: str) -> list[figures.Figure]:
+        """:meth:`mismatches` as the run report's failed rows (``source``: the golden file)."""
+        return [figures.problem("floors_build", m, f"the floors' build ({source})")
+                for m in self.mismatches(case)]
+
     def max_new_tokens(self, prompt_tokens: int) -> int:
         """Tokens a ``prompt_tokens``-token prompt yields under ``--seq_len`` (S - P)."""
         if prompt_tokens >= self.seq_len:
@@ -121,26 +126,47 @@ class GoldenPerf:
         e = self.entry(soc, backend)
         return () if e is None else tuple(f for f in FLOOR_FIGURES if e.floors.get(f) is not None)
 
-    def check(self, soc: str, backend: str, figures: Mapping[str, float],
-              tolerance: float) -> list[str]:
-        """One message per floor the measured ``figures`` miss by more than ``tolerance`` (a
-        fraction in [0, 1)); an empty list when all floors are met or there is no entry."""
+    def judge(self, soc: str, backend: str, measured: Mapping[str, float],
+              tolerance: float) -> list[figures.Figure]:
+        """Each floor of this SoC x backend as a judged figure of a **phone's** ``measured``
+        figures: ``pass`` when ``value >= floor * (1 - tolerance)``, ``fail`` below it or when the
+        figure was not measured; the judge reads ``floor 1600 (SM8650 phone, -10 % noise)``. An
+        empty list when there is no entry. (An emulator's figures are never judged here: the
+        report refuses a phone floor on an emulator record.)"""
         if not 0 <= tolerance < 1:
             raise ValueError(f"tolerance must be in [0, 1), got {tolerance!r}")
         e = self.entry(soc, backend)
         if e is None:
             return []
-        failures = []
+        out = []
         for name, floor in e.floors.items():
             if floor is None:
                 continue
-            value = figures.get(name)
-            if value is None:
-                failures.append(f"{self.model} {soc}/{backend}: {name} was not measured "
-                                f"(floor {floor:g})")
-            elif not value >= floor * (1 - tolerance):
-                failures.append(f"{self.model} {soc}/{backend}: {name} {value:.1f} < floor "
-                                f"{floor:g} (tolerance {tolerance:.0%})")
+            value = measured.get(name)
+            ok = value is not None and value >= floor * (1 - tolerance)  # NaN fails
+            out.append(figures.Figure(
+                name, value, figures.PASS if ok else figures.FAIL,
+                f"floor {floor:g} ({soc} phone, -{tolerance:.0%} noise)", figures.PHONE_FLOOR,
+                float(floor), figures.HIGHER,
+                context={"tolerance": tolerance, "vs_floor": None if value is None
+                         else round(value / floor, 4)}))
+        return out
+
+    def check(self, soc: str, backend: str, measured: Mapping[str, float],
+              tolerance: float) -> list[str]:
+        """One message per floor the ``measured`` figures miss by more than ``tolerance`` (a
+        fraction in [0, 1)); an empty list when all floors are met or there is no entry. The
+        verdicts are :meth:`judge`'s."""
+        failures = []
+        for f in self.judge(soc, backend, measured, tolerance):
+            if f.passed:
+                continue
+            where = f"{self.model} {soc}/{backend}: {f.name}"
+            if f.value is None:
+                failures.append(f"{where} was not measured (floor {f.bound or 0:g})")
+            else:
+                failures.append(f"{where} {f.value:.1f} < floor {f.bound or 0:g} "
+                                f"(tolerance {tolerance:.0%})")
         return failures
 
     def with_floors(self, soc: str, backend: str, floors: Mapping[str, float | None],

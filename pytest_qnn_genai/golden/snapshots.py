@@ -16,12 +16,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from syrupy.extensions.amber import AmberSnapshotExtension
     from syrupy.location import PyTestLocation
     from syrupy.types import SnapshotIndex
 
     from pytest_qnn_genai.targets import Target
 
-_EXTENSIONS: dict[tuple[Path, str, str], type] = {}
+_EXTENSIONS: dict[tuple[Path, str, str], type[AmberSnapshotExtension]] = {}
 
 
 def build_label(target: Target, build_target: Target) -> str:
@@ -30,7 +31,8 @@ def build_label(target: Target, build_target: Target) -> str:
     return f"{target.soc.name}-{target.backend}-{kind}"
 
 
-def golden_extension(folder: Path, target_id: str = "", label: str = "") -> type:
+def golden_extension(folder: Path, target_id: str = "", label: str = "",
+                     ) -> type[AmberSnapshotExtension]:
     """An amber extension storing its ``.ambr`` files in ``folder``, naming snapshots with
     ``label`` where the test id says ``target_id`` (one class per folder and renaming)."""
     key = (folder, target_id, label)

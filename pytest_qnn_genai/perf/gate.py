@@ -26,8 +26,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-from pytest_qnn_genai.perf.minimum import GATED
-from pytest_qnn_genai.untyped import Json
+from pytest_qnn_genai.figures import HIGHER, RATIO, Figure
+from pytest_qnn_genai.perf.minimum import GATED, shortfall_figures
 
 if TYPE_CHECKING:
     from pytest_qnn_genai.perf.benchmark import Generate, Minimum
@@ -82,6 +82,22 @@ class GateVerdict:
     @property
     def passed(self) -> bool:
         return self.state == "pass"
+
+    @property
+    def judge(self) -> str:
+        """The rule this verdict applies, in words (``B/A ≥ 0.9 at 95 %``)."""
+        return f"B/A ≥ {self.floor:g} at {CONFIDENCE:.0%}"
+
+    def figure(self, name: str, a: str, b: str) -> Figure:
+        """This verdict as the run report's row: B/A, its bounds, the floor, the rounds, the
+        verdict (``inconclusive`` stays so: a failure that says it could not tell)."""
+        return Figure(
+            f"{name}_ratio", round(self.ratio, 4), self.state, self.judge, RATIO, self.floor,
+            HIGHER, label=f"{name} B/A ({b} vs {a})",
+            context={"low": round(self.low, 4),
+                     "high": round(self.high, 4) if math.isfinite(self.high) else None,
+                     "rounds": self.rounds, "confidence": CONFIDENCE, "a": a, "b": b,
+                     f"median_{a}": self.median_a, f"median_{b}": self.median_b})
 
     def __str__(self) -> str:
         high = "inf" if math.isinf(self.high) else f"{self.high:.3f}"
@@ -187,15 +203,11 @@ class ABOutcome:
         return [f"{self.b} vs {self.a} {fig}: {v}" for fig, v in self.verdicts.items()
                 if not v.passed]
 
-    def values(self) -> dict[str, Json]:
-        """Ratios with their bounds and both sides' medians (what an A/B perf record stores)."""
-        out: dict[str, Json] = {"rounds": len(self.a_rounds)}
-        for fig, v in self.verdicts.items():
-            out |= {f"{fig}_ratio": round(v.ratio, 4), f"{fig}_ratio_low": round(v.low, 4),
-                    f"{fig}_ratio_high": round(v.high, 4) if math.isfinite(v.high) else None,
-                    f"{fig}_verdict": v.state, f"{self.a}_{fig}": v.median_a,
-                    f"{self.b}_{fig}": v.median_b}
-        return out
+    def figures(self) -> list[Figure]:
+        """One row per gated rate (:meth:`GateVerdict.figure`) and one per minimum-work
+        shortfall: what an A/B perf record holds."""
+        return ([v.figure(fig, self.a, self.b) for fig, v in self.verdicts.items()]
+                + shortfall_figures(self.shortfall))
 
 
 def _verdicts(rounds: Sequence[PairedRound], floor: float) -> dict[str, GateVerdict]:

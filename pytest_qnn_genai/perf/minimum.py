@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from pytest_qnn_genai.figures import Figure, problem
 from pytest_qnn_genai.runtime.result import PerfStats
 
 GATED = ("prefill_tok_s", "decode_tok_s")  # the rate figures the A/B gate judges
@@ -77,3 +78,11 @@ def check_minimum(work: Work, *, min_tokens: int, min_seconds: float,
     if not short:
         return None
     return f"{figure} rests on too little work ({'; '.join(short)}): not gated"
+
+
+MINIMUM_JUDGE = "minimum work (--qnn-perf-min-tokens, --qnn-perf-min-seconds)"
+
+
+def shortfall_figures(shortfall: Iterable[str]) -> list[Figure]:
+    """The run report's rows for :func:`check_minimum`'s messages: each a failed check."""
+    return [problem("minimum_work", why, MINIMUM_JUDGE) for why in shortfall]

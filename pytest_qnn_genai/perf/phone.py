@@ -27,6 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from pytest_qnn_genai.figures import Figure, problem
 from pytest_qnn_genai.perf.benchmark import Minimum, RunCase, observed_inference_speed
 from pytest_qnn_genai.runtime.result import PerfStats
 
@@ -78,6 +79,13 @@ def round_problems(rounds: list[PerfStats]) -> list[str]:
         for p in getattr(r, "problems", ()):
             seen[p] = seen.get(p, 0) + 1
     return [f"{p} ({n} of {len(rounds)} rounds)" for p, n in seen.items()]
+
+
+def round_problem_figures(rounds: list[PerfStats]) -> list[Figure]:
+    """:func:`round_problems` as the run report's failed rows."""
+    return [problem("phone_round", p, "every round ran the floors' workload and its "
+                    "inference_speed.txt agrees with its observer line")
+            for p in round_problems(rounds)]
 
 
 def phone_generation(run: RunCase, tokenizer_model: Path, workload: GoldenWorkload,

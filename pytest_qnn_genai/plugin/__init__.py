@@ -6,6 +6,7 @@ The only package of pytest_qnn_genai that imports pytest; nothing else imports i
 """
 from __future__ import annotations
 
+from collections.abc import Generator
 from typing import TYPE_CHECKING
 
 import pytest
@@ -48,6 +49,15 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     if SESSION in config.stash:
         config.stash[SESSION].modify_items(items)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None],
+                              ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    report = yield
+    if SESSION in item.config.stash:
+        item.config.stash[SESSION].note_failure(item, report)
+    return report
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:

@@ -5,13 +5,14 @@ Fixtures only wire stage functions to the cache and the parametrisation (``qnn_c
 """
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import pytest
 
 from pytest_qnn_genai.cache import ArtifactCache
+from pytest_qnn_genai.checks.parity import Check, ParityTable
 from pytest_qnn_genai.models.registry import ModelCase
 from pytest_qnn_genai.pipeline import Pipeline
 from pytest_qnn_genai.plugin.session import session_of
@@ -19,22 +20,23 @@ from pytest_qnn_genai.runtime.result import RunResult
 from pytest_qnn_genai.sdk import QnnSdk
 from pytest_qnn_genai.settings import Settings
 from pytest_qnn_genai.targets import Target
+from pytest_qnn_genai.untyped import Json
 
 if TYPE_CHECKING:
     from pytest_benchmark.fixture import BenchmarkFixture
 
-    from pytest_qnn_genai.checks.parity import ParityTable
     from pytest_qnn_genai.devices.session import DeviceSessions
+    from pytest_qnn_genai.figures import Figure
     from pytest_qnn_genai.golden.perf import GoldenPerf
     from pytest_qnn_genai.perf.benchmark import Generate, QnnBenchmark, Workload
-    from pytest_qnn_genai.report.results import ResultsFile
+    from pytest_qnn_genai.report.results import Record, ResultsFile
     from pytest_qnn_genai.stages.compile import PteArtifacts
     from pytest_qnn_genai.stages.prepare import PreparedModel
     from pytest_qnn_genai.stages.quantize import QdqArtifacts
 
 __all__ = ["qnn_settings", "qnn_sdk", "qnn_cache", "qnn_devices", "qnn_pipeline", "qnn_model",
-           "qnn_qdq", "qnn_pte", "qnn_run", "qnn_results", "qnn_parity", "qnn_golden_perf",
-           "qnn_benchmark"]
+           "qnn_qdq", "qnn_pte", "qnn_run", "qnn_results", "qnn_record", "qnn_parity",
+           "qnn_golden_perf", "qnn_benchmark"]
 
 
 @pytest.fixture(scope="session")
@@ -106,6 +108,47 @@ def qnn_results(request: pytest.FixtureRequest) -> ResultsFile:
     """The run's records: ``qnn_results.add(Record.for_target("perf", ...))``. They go into
     ``results.json`` / ``summary.md`` with ``--qnn-report`` (shipped from xdist workers)."""
     return session_of(request.config).results
+
+
+class Recorder(Protocol):
+    """``qnn_record(kind, rows, ...)``: see :func:`qnn_record`."""
+
+    def __call__(self, kind: str, rows: Sequence[Figure | Check], *,
+                 values: Mapping[str, Json] | None = None, note: str = "",
+                 model: str | None = None, target: Target | None = None) -> Record: ...
+
+
+@pytest.fixture
+def qnn_record(request: pytest.FixtureRequest, qnn_results: ResultsFile) -> Recorder:
+    """Record this test's judged figures in the run report::
+
+        checks = agreement.qdq_keeps_fp32(...)
+        qnn_record("gate", checks)           # Check rows become figures (Check.figure)
+        assert all(c.ok for c in checks)
+
+    ``kind`` is the suite (gate, parity, smoke, perf); ``rows`` are
+    :class:`~pytest_qnn_genai.figures.Figure` or :class:`~pytest_qnn_genai.checks.parity.Check`
+    objects; the model case and target are the test's own ``qnn_case``/``qnn_target`` (which
+    the test must request) unless ``model``/``target`` say otherwise; ``values`` is unjudged
+    context (rounds, work)."""
+    from pytest_qnn_genai.report.results import Record
+
+    def record(kind: str, rows: Sequence[Figure | Check], *,
+               values: Mapping[str, Json] | None = None, note: str = "",
+               model: str | None = None, target: Target | None = None) -> Record:
+        for name, given in (("qnn_case", model), ("qnn_target", target)):
+            if given is None and name not in request.fixturenames:
+                raise TypeError(f"qnn_record: {request.node.name} uses no {name} fixture; pass "
+                                f"{'model' if name == 'qnn_case' else 'target'}=")
+        if model is None:
+            model = request.getfixturevalue("qnn_case").name
+        if target is None:
+            target = request.getfixturevalue("qnn_target")
+        figures = [r.figure() if isinstance(r, Check) else r for r in rows]
+        made = Record.for_target(kind, model, target, figures, values, request.node.nodeid, note)
+        qnn_results.add(made)
+        return made
+    return record
 
 
 @pytest.fixture(scope="session")

@@ -23,6 +23,7 @@ import pytest
 from pytest_qnn_genai.cache import ArtifactCache, CacheStats
 from pytest_qnn_genai.cache.remote import open_remote, redact
 from pytest_qnn_genai.checks.parity import ParityTable
+from pytest_qnn_genai.figures import FAIL, problem
 from pytest_qnn_genai.models import registry
 from pytest_qnn_genai.plugin import marks, options
 from pytest_qnn_genai.report.results import Header, Record, ResultsFile, ResultsFileError
@@ -202,6 +203,35 @@ class QnnSession:
         except GoldenFileError as e:
             raise pytest.UsageError(str(e)) from None
 
+    # -- the report ---------------------------------------------------------------------------
+    def note_failure(self, item: pytest.Item, report: pytest.TestReport) -> None:
+        """A test of a model case x target that failed without a failed figure in the report
+        gets one (``test_failed``, its first failure line): the report's counts never read all
+        pass while a test failed before it recorded, or failed on an unrecorded check."""
+        if (self.settings.report_dir is None or not report.failed
+                or hasattr(report, "wasxfail")):
+            return
+        funcargs = getattr(item, "funcargs", {})
+        target = funcargs.get("qnn_target")
+        if target is None:
+            return
+        try:
+            records = self.results.records  # (its header names the SDK)
+        except SdkError:
+            return  # the SDK itself is what failed: no report to keep honest
+        if any(r.test == item.nodeid and r.verdict == FAIL for r in records):
+            return
+        case = funcargs.get("qnn_case")
+        kind = next((k for k in ("perf", "parity", "smoke") if item.get_closest_marker(k)
+                     or k in item.path.parts), "gate")
+        text = report.longreprtext.strip().splitlines()
+        errors = [x[1:].strip() for x in text if x.startswith("E ")]
+        why = errors[0] if errors else (text[-1] if text else "failed")
+        self.results.add(Record.for_target(
+            kind, case.name if case is not None else item.name, target,
+            [problem("test_failed", why, f"the test's own assertions ({report.when})")],
+            test=item.nodeid))
+
     # -- xdist ----------------------------------------------------------------------------------
     def worker_input(self) -> dict[str, float]:
         """What the controller passes each worker, so all agree on the session's times."""
@@ -242,20 +272,37 @@ class QnnSession:
         else:
             self.write_report()
 
+    def fingerprint(self) -> dict[str, object]:
+        """What shaped this run's figures (versions, harness commit, settings, each case's
+        run-time settings, every cache entry used), as plain data for the report."""
+        from pytest_qnn_genai.models.registry import RUNTIME_FIELDS
+        from pytest_qnn_genai.report.fingerprint import collect, git_state
+
+        s = self.settings
+        settings = {"socs": [x.name for x in s.socs], "backend": s.backend,
+                    "devices": list(s.devices), "models": list(s.models), "nightly": s.nightly,
+                    "rebuild": s.rebuild, "perf_noise": s.perf_noise,
+                    "perf_rounds": s.perf_rounds, "perf_min_tokens": s.perf_min_tokens,
+                    "perf_min_seconds": s.perf_min_seconds,
+                    "perf_ratio_floor": s.perf_ratio_floor,
+                    "ab_pairs": [f"{a}:{b}" for a, b in s.ab_pairs]}
+        cases = {c.name: {k: getattr(c, k) for k in RUNTIME_FIELDS}
+                 for c in registry.select(list(s.models))}
+        return collect(self.results.header.versions, git_state(self.config.rootpath), settings,
+                       cases, self.cache_stats().used.values())
+
     def write_report(self) -> None:
         """Diffs against ``--qnn-compare-to`` and the ``--qnn-report`` folder (computed once)."""
-        from pytest_qnn_genai.golden.perf import GoldenFileError, load_goldens
+        from dataclasses import replace
+
         from pytest_qnn_genai.report.diff import compare
         from pytest_qnn_genai.report.write import write_report
 
         s = self.settings
         if s.report_dir is not None:
-            try:
-                goldens = load_goldens(s.golden_dir / "perf")
-            except GoldenFileError:
-                goldens = {}  # reported by the perf tests themselves
-            self.report = write_report(s.report_dir, self.results, goldens, self.baseline,
-                                       s.perf_noise)  # its diffs are against the baseline
+            self.results.header = replace(self.results.header, fingerprint=self.fingerprint())
+            self.report = write_report(s.report_dir, self.results, self.baseline, s.perf_noise,
+                                       None if s.compare_to is None else str(s.compare_to))
         elif self.baseline is not None:
             self.report = (None, [], compare(self.results.perf_figures(),
                                              self.baseline.perf_figures(), s.perf_noise))

@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from pytest_qnn_genai import text
+from pytest_qnn_genai.figures import HIGHER, direction
 
 FigureKey = tuple[str, str, str]  # (model, target id, figure name)
 THRESHOLDS = (1.1, 1.2, 1.5, 2.0, 5.0, 10.0)  # plus ∞: a figure started or stopped working
@@ -21,10 +22,9 @@ NOISE = "within noise"
 
 def higher_is_better(figure: str) -> bool:
     """True for rates (``*tok_s``, ``*_per_s``), False for durations (``*_s``, ``*_ms``)."""
-    if figure.endswith(("tok_s", "_per_s")):
-        return True
-    if figure.endswith(("_s", "_ms")):
-        return False
+    better = direction(figure)
+    if better is not None:
+        return better == HIGHER
     raise ValueError(f"figure {figure!r}: unknown direction (rates end in 'tok_s', "
                      "durations in '_s' or '_ms')")
 

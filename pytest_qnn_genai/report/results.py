@@ -1,12 +1,19 @@
-"""``results.json``: every parity, numerics and perf record of one run, with the run's header.
+"""``results.json``: every suite's judged figures of one run, with the run's header.
+
+A :class:`Record` is one test's outcome for one model case x target: its
+:class:`~pytest_qnn_genai.figures.Figure` rows, each with the verdict and the judge of the check
+that judged it (never the test's outcome copied onto every figure), plus unjudged context
+(``values``: rounds, work). The header carries the run's fingerprint
+(:mod:`pytest_qnn_genai.report.fingerprint`). A record refuses a phone floor on an emulator figure.
 
 Layout of a report folder (``make nightly`` writes one folder per night)::
 
-    reports/2026-08-14/results.json   summary.md   perf-vs-golden.png   perf-trend.png
-    reports/2026-08-15/results.json   ...
+    reports/2026-08-14/results.json  summary.md  summary.html  speed.png  trend.png
+    reports/2026-08-15/results.json  ...
 
 The trend of a run reads its siblings' ``results.json`` (:func:`load_history`), ordered by the
-date in each file's header rather than by folder name.
+date in each file's header rather than by folder name. Schema-1 files (before judged figures)
+load with every number as an ``info`` figure: their verdicts were the test's outcome.
 """
 from __future__ import annotations
 
@@ -19,14 +26,16 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
+from pytest_qnn_genai import figures as judged
+from pytest_qnn_genai.figures import Figure
 from pytest_qnn_genai.files import write_text_atomic
 from pytest_qnn_genai.report.diff import FigureKey, higher_is_better
 from pytest_qnn_genai.targets import EMULATOR, Target
 from pytest_qnn_genai.untyped import Json
 
-SCHEMA = 1
+SCHEMA = 2
 RESULTS_NAME = "results.json"
-KINDS = ("parity", "numerics", "perf")
+KINDS = ("gate", "parity", "smoke", "perf")  # the suite a record comes from
 
 
 class ResultsFileError(ValueError):
@@ -58,6 +67,7 @@ class Header:
     devices: list[str]
     versions: dict[str, str]  # torch, executorch, qairt, pytest-qnn-genai (see versions.stack)
     git_sha: str | None = None
+    fingerprint: dict[str, Json] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if datetime.fromisoformat(self.date).tzinfo is None:
@@ -75,42 +85,77 @@ class Header:
         return datetime.fromisoformat(self.date)
 
 
+class EmulatorFloorError(ValueError):
+    """An emulator record carries a figure judged by a phone floor."""
+
+
 @dataclass(frozen=True)
 class Record:
-    """One check's outcome. ``values`` holds its measures (``sqnr_db``, ``decode_tok_s``, ...)."""
+    """One test's judged figures for one model case x target, and unjudged ``values``."""
 
-    kind: str  # "parity" | "numerics" | "perf"
+    kind: str  # the suite: "gate" | "parity" | "smoke" | "perf"
     model: str
     target: str  # Target.id, e.g. "SM8650-htp-emulator"
     soc: str
     backend: str
     device: str
+    figures: list[Figure] = field(default_factory=list)
     values: dict[str, Json] = field(default_factory=dict)
-    verdict: str | None = None  # "pass" | "fail" | "skip"; None = informational
     test: str = ""  # pytest node id
     note: str = ""
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
             raise ValueError(f"record kind must be one of {', '.join(KINDS)}, got {self.kind!r}")
+        if self.is_emulator:
+            floored = [f.name for f in self.figures if f.rule == judged.PHONE_FLOOR]
+            if floored:
+                raise EmulatorFloorError(
+                    f"{self.model} {self.target}: {', '.join(floored)} judged by a phone floor, "
+                    "but the x86 emulator's speed says nothing about a phone")
 
     @classmethod
-    def for_target(cls, kind: str, model: str, target: Target, values: Mapping[str, Json],
-                   verdict: str | None = None, test: str = "", note: str = "") -> Record:
+    def for_target(cls, kind: str, model: str, target: Target, figures: Sequence[Figure],
+                   values: Mapping[str, Json] | None = None, test: str = "",
+                   note: str = "") -> Record:
         """A record for a :class:`~pytest_qnn_genai.targets.Target`."""
         return cls(kind, model, target.id, target.soc.name, target.backend, target.device,
-                   dict(values), verdict, test, note)
+                   list(figures), dict(values or {}), test, note)
 
     @property
     def is_emulator(self) -> bool:
         return self.device == EMULATOR
 
+    @property
+    def verdict(self) -> str:
+        """``fail`` if a figure failed (or could not tell), else ``pass`` if one passed, else
+        ``info``: the record's outcome comes from its figures, never the other way round."""
+        verdicts = {f.verdict for f in self.figures}
+        if verdicts & set(judged.FAILING):
+            return judged.FAIL
+        return judged.PASS if judged.PASS in verdicts else judged.INFO
+
     def to_dict(self) -> dict[str, Json]:
-        return asdict(self)
+        out = asdict(self)
+        out["figures"] = [f.to_dict() for f in self.figures]
+        return out
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Json]) -> Record:
-        return cls(**data)
+        return cls(**{**data, "figures": [Figure.from_dict(f) for f in data.get("figures", [])]})
+
+    @classmethod
+    def from_schema_1(cls, data: Mapping[str, Json]) -> Record:
+        """A schema-1 record: its numbers become ``info`` figures (its verdict was the test's
+        outcome copied onto every figure, so it is dropped); ``numerics`` maps to its suite."""
+        kind = data["kind"]
+        if kind == "numerics":
+            kind = "perf" if "/perf/" in data.get("test", "") else "gate"
+        numbers = {k: v for k, v in data.get("values", {}).items() if rate_or_time(k, v)}
+        rest = {k: v for k, v in data.get("values", {}).items() if k not in numbers}
+        return cls(kind, data["model"], data["target"], data["soc"], data["backend"],
+                   data["device"], [judged.info(k, v) for k, v in numbers.items()], rest,
+                   data.get("test", ""), data.get("note", ""))
 
 
 def rate_or_time(name: str, value: Json) -> bool:
@@ -139,10 +184,19 @@ class ResultsFile:
         """The records of one kind, in the order added."""
         return [r for r in self.records if r.kind == kind]
 
-    def perf_figures(self) -> dict[FigureKey, float]:
-        """Perf figures keyed by ``(model, target, figure)`` (a later record of a key wins)."""
-        return {(r.model, r.target, name): float(v) for r in self.of_kind("perf")
-                for name, v in r.values.items() if rate_or_time(name, v)}
+    def figures(self) -> list[tuple[Record, Figure]]:
+        """Every figure with its record, in the order added."""
+        return [(r, f) for r in self.records for f in r.figures]
+
+    def counts(self) -> dict[str, int]:
+        """How many figures have each verdict."""
+        return judged.counts(f for _, f in self.figures())
+
+    def perf_figures(self, kinds: Sequence[str] = ("perf",)) -> dict[FigureKey, float]:
+        """Speed figures (rates, durations) of ``kinds`` records keyed by ``(model, target,
+        figure)`` (a later record of a key wins)."""
+        return {(r.model, r.target, f.name): n for r, f in self.figures()
+                if r.kind in kinds and (n := f.number) is not None and rate_or_time(f.name, n)}
 
     def to_dict(self) -> dict[str, Json]:
         return {"schema": SCHEMA, "header": asdict(self.header),
@@ -150,13 +204,16 @@ class ResultsFile:
 
     @classmethod
     def from_dict(cls, data: Json, source: str = "results") -> ResultsFile:
-        """Rebuild from :meth:`to_dict` output; bad input raises :class:`ResultsFileError`."""
-        if not isinstance(data, dict) or data.get("schema") != SCHEMA:
-            got = data.get("schema") if isinstance(data, dict) else type(data).__name__
+        """Rebuild from :meth:`to_dict` output (or a schema-1 file); bad input raises
+        :class:`ResultsFileError`."""
+        schema = data.get("schema") if isinstance(data, dict) else None
+        if schema not in (1, SCHEMA):
+            got = schema if isinstance(data, dict) else type(data).__name__
             raise ResultsFileError(f"{source}: not a schema-{SCHEMA} results file (schema {got!r})")
         try:
             header = Header(**data["header"])
-            records = [Record.from_dict(r) for r in data["records"]]
+            load = Record.from_dict if schema == SCHEMA else Record.from_schema_1
+            records = [load(r) for r in data["records"]]
         except (KeyError, TypeError, ValueError) as e:
             raise ResultsFileError(f"{source}: malformed results file ({e})") from None
         return cls(header, records)

@@ -1,118 +1,178 @@
-"""``summary.md``: a run's verdicts, numerics and tok/s per model × target, as markdown tables."""
+"""The run summary, one document rendered twice: ``summary.md`` and ``summary.html``.
+
+It opens with the verdict counts and **what changed** since the previous run (or
+``--qnn-compare-to``): the fingerprint's differences (versions, harness commit, settings, each
+artifact's key inputs: build settings and compile options) next to the figures that moved beyond
+noise or changed verdict. Then the run's facts, and per model x target one table per suite: every
+figure with its value, reference, details, **the judge that gave its verdict** and the verdict
+(``info`` when nothing judged it). An emulator section says that no phone floor applies there.
+"""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from pytest_qnn_genai import text
+from pytest_qnn_genai.figures import RATIO, VERDICTS, Figure
 from pytest_qnn_genai.files import write_text_atomic
-from pytest_qnn_genai.golden.perf import GoldenPerf
-from pytest_qnn_genai.report.diff import (
-    NOISE,
-    FigureDiff,
-    FigureKey,
-    render_table,
-)
-from pytest_qnn_genai.report.results import Record, ResultsFile, rate_or_time
-from pytest_qnn_genai.untyped import Json
+from pytest_qnn_genai.report.changes import Move, moves
+from pytest_qnn_genai.report.document import Cell, Image, Section, Table, to_markdown
+from pytest_qnn_genai.report.fingerprint import Difference, differences
+from pytest_qnn_genai.report.results import KINDS, Record, ResultsFile
 
 SUMMARY_NAME = "summary.md"
-_NUMERIC_MAIN = ("sqnr_db", "cosine")
+TITLES = {"gate": "Gate", "parity": "Parity", "smoke": "Smoke", "perf": "Performance"}
+EMULATOR_NOTE = ("x86 emulator: its speed figures are informational (info) and never set against "
+                 "a phone's golden floor; its A/B ratios are judged against each other.")
+VERDICT_RULE = ("Each figure's verdict is that of the check named in its judge column; "
+                "info: reported, judged by nothing.")
+_LONG = 80
 
 
-def _details(values: Mapping[str, Json], skip: tuple[str, ...] = ()) -> str:
-    return ", ".join(f"{k}={text.cell(v)}" for k, v in values.items() if k not in skip)
+def _text(value: object) -> str:
+    shown = text.value(value)
+    return shown if len(shown) <= _LONG else shown[:_LONG - 3] + "..."
 
 
-def _test_name(r: Record) -> str:
-    return text.cell(r.test.rsplit("::", 1)[-1] or "—")
+def _numeric(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-def _header(results: ResultsFile) -> str:
+def details(f: Figure) -> str:
+    """A figure's context in words (an A/B ratio: its bounds, rounds and both medians)."""
+    c = dict(f.context)
+    if f.rule == RATIO:
+        high = "∞" if c.get("high") is None else text.value(c.get("high"))
+        a, b = c.get("a"), c.get("b")
+        conf = c.get("confidence")
+        words = [f"{conf:.0%} bounds " if isinstance(conf, float) else "bounds ",
+                 f"{text.value(c.get('low'))}..{high}, {c.get('rounds')} rounds"]
+        for side in (a, b):
+            median = c.get(f"median_{side}")
+            if isinstance(median, (int, float)):
+                words.append(f", median {side} {text.number(float(median))}")
+        return "".join(words)
+    return ", ".join(f"{k} {_text(v)}" for k, v in c.items())
+
+
+def test_name(r: Record) -> str:
+    """The test's name without the model case and target its section already names."""
+    name = r.test.rsplit("::", 1)[-1] or "—"
+    func, _, params = name.partition("[")
+    rest = params.rstrip("]").removeprefix(f"{r.model}-").removeprefix(r.target).lstrip("-")
+    return f"{func}[{rest}]" if rest else func
+
+
+def _figure_table(records: Sequence[Record], moved: Mapping[tuple[str, str, str, str], Move],
+                  with_previous: bool) -> Table:
+    columns = ["test", "figure", "value", "reference", "details", "judge", "verdict"]
+    if with_previous:
+        columns += ["previous", "change"]
+    rows = []
+    for r in records:
+        test = test_name(r)
+        for i, f in enumerate(r.figures):
+            row = [Cell(test if i == 0 else ""), Cell(f.title), Cell(_text(f.value),
+                   numeric=_numeric(f.value)), Cell(_text(f.reference) if f.reference not in (None, "")
+                                                   else "—", numeric=_numeric(f.reference)),
+                   Cell(details(f) or "—"), Cell(f.judge or "—"), Cell(f.verdict, f.verdict)]
+            if with_previous:
+                m = moved.get((r.model, r.target, r.kind, f.name))
+                row += [Cell(_text(m.previous) if m else "—", numeric=m is not None
+                             and _numeric(m.previous)), Cell(m.change if m else "—")]
+            rows.append(row)
+    return Table(columns, rows, counted=True)
+
+
+def _counts(results: ResultsFile) -> Table:
+    counts = results.counts()
+    # a verdict is coloured only when some figure has it: the page shows red only for a failure
+    return Table(["verdict", "figures"], [[Cell(v, v if counts[v] else None),
+                                           Cell(str(counts[v]), numeric=True)]
+                                          for v in VERDICTS], name="verdict-counts")
+
+
+def _changes(results: ResultsFile, previous: ResultsFile | None, compared: str,
+             diffs: Sequence[Difference], moved: Sequence[Move], noise: float | None) -> Section:
+    if previous is None:
+        return Section("What changed", 2, ["No earlier run to compare with (--qnn-compare-to, "
+                                          "or an earlier run in the --qnn-report folder)."])
+    blocks: list[Table | Image | str] = [f"Compared with {compared} ({previous.header.date})."]
+    if not previous.header.fingerprint:
+        blocks.append("The earlier run has no fingerprint (written before fingerprints).")
+    elif diffs:
+        blocks.append(Table(["what differs", "previous", "now"],
+                            [[Cell(d.what), Cell(d.previous or "—"), Cell(d.current or "—")]
+                             for d in diffs], name="fingerprint-differences"))
+    else:
+        blocks.append("Same versions, harness, settings and artifacts (keys and digests).")
+    listed = [m for m in moved if m.moved]
+    band = f"±{noise:.0%} for speed, " if noise is not None else ""
+    if listed:
+        blocks.append(Table(["model", "target", "suite", "figure", "previous", "now", "change",
+                             "verdict"],
+                            [[Cell(m.model), Cell(m.target), Cell(m.kind), Cell(m.figure),
+                              Cell(_text(m.previous), numeric=_numeric(m.previous)),
+                              Cell(_text(m.current), numeric=_numeric(m.current)),
+                              Cell(m.change), Cell(m.verdict, m.verdict)] for m in listed],
+                            name="figure-moves"))
+    else:
+        blocks.append("No figure moved beyond noise and no verdict changed.")
+    blocks.append(f"{len(moved) - len(listed)} figures within noise ({band}any change for the "
+                  "rest) not listed.")
+    return Section(f"What changed since {previous.header.date[:10]}", 2, blocks)
+
+
+def _facts(results: ResultsFile) -> Section:
     h = results.header
-    verdicts = [r.verdict for r in results.records if r.verdict]
-    counts = ", ".join(f"{verdicts.count(v)} {v}" for v in ("pass", "fail", "skip")
-                       if verdicts.count(v))
+    harness = h.fingerprint.get("harness", {})
+    commit = harness.get("commit") or h.git_sha or "unknown"
+    dirty = " (uncommitted changes)" if harness.get("dirty") else ""
     rows = [("date", h.date), ("SoCs", ", ".join(h.socs)), ("backend", h.backend),
             ("devices", ", ".join(h.devices) or "x86-emulator"),
-            *((k, v) for k, v in sorted(h.versions.items())), ("git", h.git_sha or "unknown"),
-            ("records", f"{len(results.records)} ({counts or 'no verdicts'})")]
-    table = ["| | |", "|---|---|"] + [f"| {k} | {text.cell(v)} |" for k, v in rows]
-    return f"# QNN GenAI gate — {h.date[:10]}\n\n" + "\n".join(table) + "\n"
+            *((k, v) for k, v in sorted(h.versions.items())), ("harness commit", commit + dirty),
+            ("artifacts used", str(len(h.fingerprint.get("artifacts", [])))),
+            ("records", f"{len(results.records)} ({len(results.figures())} figures)")]
+    return Section("Run", 2, [Table(["fact", "value"], [[Cell(k), Cell(str(v))] for k, v in rows])])
 
 
-def _parity(records: list[Record]) -> list[str]:
-    out = ["| test | verdict | details |", "|---|---|---|"]
-    out += [f"| {_test_name(r)} | {r.verdict or '—'} | "
-            f"{text.cell('; '.join(x for x in (_details(r.values), r.note) if x)) or '—'} |"
-            for r in records]
-    return out
-
-
-def _numerics(records: list[Record]) -> list[str]:
-    out = ["| test | SQNR (dB) | cosine | other | verdict |", "|---|---:|---:|---|---|"]
-    out += [f"| {_test_name(r)} | {text.cell(r.values.get('sqnr_db'))} | "
-            f"{text.cell(r.values.get('cosine'))} | {_details(r.values, _NUMERIC_MAIN) or '—'} | "
-            f"{r.verdict or '—'} |" for r in records]
-    return out
-
-
-def _perf(records: list[Record], golden: GoldenPerf | None,
-          diffs: Mapping[FigureKey, FigureDiff]) -> list[str]:
-    out = ["| figure | value | golden floor | vs floor | previous | change | verdict |",
-           "|---|---:|---:|---:|---:|---|---|"]
-    for r in records:
-        for name, value in r.values.items():
-            if not rate_or_time(name, value):
-                continue
-            floor = golden.floor(r.soc, r.backend, name) if golden else None
-            vs = f"{value / floor:.0%}" if floor else "—"
-            d = diffs.get((r.model, r.target, name))
-            prev, change = (text.cell(d.previous), d.bucket) if d else ("—", "—")
-            out.append(f"| {name} | {text.cell(float(value))} | {text.cell(floor)} | {vs} | {prev} | "
-                       f"{change} | {r.verdict or '—'} |")
-    notes = [f"- {_test_name(r)}: {r.note}" for r in records if r.note]
-    if records and records[0].is_emulator:
-        notes.append("- x86 emulator: golden floors are phone figures, shown for reference only.")
-    return out + ([""] + notes if notes else [])
-
-
-def render_summary(results: ResultsFile, goldens: Mapping[str, GoldenPerf] | None = None,
-                   previous: ResultsFile | None = None, diffs: Sequence[FigureDiff] = (),
-                   noise: float | None = None) -> str:
-    """The markdown summary: header, then per model × target parity, numerics and perf tables,
-    then ``diffs``, the changes against ``previous`` (computed once by the caller with ``noise``:
-    :func:`pytest_qnn_genai.report.diff.compare`)."""
-    goldens = goldens or {}
-    by_key = {d.key: d for d in diffs}
-    parts = [_header(results)]
-    pairs = dict.fromkeys((r.model, r.target) for r in results.records)
-    for model, target in pairs:
+def build(results: ResultsFile, previous: ResultsFile | None = None, noise: float | None = None,
+          compared: str = "the previous run", plots: Sequence[Path] = ()) -> list[Section]:
+    """The summary document (``noise``: ``--qnn-perf-noise``, the speed figures' band)."""
+    moved = moves(results, previous, noise or 0.0) if previous is not None else []
+    diffs = (differences(previous.header.fingerprint, results.header.fingerprint)
+             if previous is not None else [])
+    by_key = {m.key: m for m in moved}
+    sections = [Section(f"QNN GenAI gate — {results.header.date[:10]}", 1,
+                        [_counts(results), VERDICT_RULE]),
+                _changes(results, previous, compared, diffs, moved, noise), _facts(results)]
+    for model, target in dict.fromkeys((r.model, r.target) for r in results.records):
         mine = [r for r in results.records if (r.model, r.target) == (model, target)]
-        parts.append(f"## {model} · {target}\n")
-        for kind, title, render in (("parity", "Parity", _parity),
-                                    ("numerics", "Numerics", _numerics)):
-            recs = [r for r in mine if r.kind == kind]
-            if recs:
-                parts.append(f"### {title}\n\n" + "\n".join(render(recs)) + "\n")
-        perf = [r for r in mine if r.kind == "perf"]
-        if perf:
-            rows = _perf(perf, goldens.get(model), by_key)
-            parts.append("### Performance\n\n" + "\n".join(rows) + "\n")
-    if previous is not None:
-        changed = [d for d in diffs if d.bucket != NOISE]
-        quiet = len(diffs) - len(changed)
-        band = f" (±{noise:.0%})" if noise is not None else ""
-        parts.append(f"## Changes since {previous.header.date}\n\n" + render_table(changed)
-                     + f"\n{quiet} figures within noise{band} not listed.\n")
-    return "\n".join(parts)
+        speed = mine[0].is_emulator and any(r.kind == "perf" for r in mine)
+        blocks: list[Table | Image | str] = [EMULATOR_NOTE] if speed else []
+        sections.append(Section(f"{model} · {target}", 2, blocks))
+        for kind in KINDS:
+            recs = [r for r in mine if r.kind == kind and r.figures]
+            if not recs:
+                continue
+            notes = [f"- {test_name(r)}: {r.note}" for r in recs if r.note]
+            sections.append(Section(TITLES[kind], 3, [_figure_table(recs, by_key,
+                                                                     previous is not None),
+                                                       *(["\n".join(notes)] if notes else [])]))
+    if plots:
+        sections.append(Section("Plots", 2, [Image(p, p.stem.replace("-", " ")) for p in plots]))
+    return sections
 
 
-def write_summary(path: Path | str, results: ResultsFile,
-                  goldens: Mapping[str, GoldenPerf] | None = None,
-                  previous: ResultsFile | None = None, diffs: Sequence[FigureDiff] = (),
-                  noise: float | None = None) -> Path:
-    """Write :func:`render_summary` to ``path`` atomically; returns the path."""
+def render_summary(results: ResultsFile, previous: ResultsFile | None = None,
+                   noise: float | None = None, compared: str = "the previous run",
+                   plots: Sequence[Path] = ()) -> str:
+    """``summary.md``'s text."""
+    return to_markdown(build(results, previous, noise, compared, plots))
+
+
+def write_summary(path: Path | str, sections: list[Section]) -> Path:
+    """Write the document as markdown atomically; returns the path."""
     path = Path(path)
-    write_text_atomic(path, render_summary(results, goldens, previous, diffs, noise))
+    write_text_atomic(path, to_markdown(sections))
     return path

@@ -1,15 +1,14 @@
-"""Writing a run's report folder: ``results.json``, ``summary.md`` and the plots.
+"""Writing a run's report folder: ``results.json``, ``summary.md``, ``summary.html``, the plots.
 
 ``DIR/<date>/`` for the run (``DIR/<date>-<HHMMSS>/`` for a second run that day); the summary
 compares with ``--qnn-compare-to`` or else the newest earlier run in ``DIR``.
 """
 from __future__ import annotations
 
-from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from pytest_qnn_genai.report.diff import FigureDiff, compare
+from pytest_qnn_genai.report.html import HTML_NAME, write_html
 from pytest_qnn_genai.report.plots import write_plots
 from pytest_qnn_genai.report.results import (
     RESULTS_NAME,
@@ -18,10 +17,7 @@ from pytest_qnn_genai.report.results import (
     load_history,
     run_dir,
 )
-from pytest_qnn_genai.report.summary import SUMMARY_NAME, write_summary
-
-if TYPE_CHECKING:
-    from pytest_qnn_genai.golden.perf import GoldenPerf
+from pytest_qnn_genai.report.summary import SUMMARY_NAME, build, write_summary
 
 
 def load_baseline(path: Path) -> ResultsFile:
@@ -38,22 +34,27 @@ def report_folder(root: Path, results: ResultsFile) -> Path:
     return folder
 
 
-def write_report(root: Path, results: ResultsFile, goldens: Mapping[str, GoldenPerf],
-                 baseline: ResultsFile | None, noise: float
-                 ) -> tuple[Path, list[Path], list[FigureDiff]]:
-    """Write ``results.json``, ``summary.md`` and the plots of a run into its report folder.
+def write_report(root: Path, results: ResultsFile, baseline: ResultsFile | None, noise: float,
+                 baseline_name: str | None = None) -> tuple[Path, list[Path], list[FigureDiff]]:
+    """Write ``results.json``, the plots, ``summary.md`` and ``summary.html`` of a run into its
+    report folder.
 
-    ``summary.md`` compares with ``baseline`` (``--qnn-compare-to``), else with the newest earlier
-    run in ``root``; the trend plot covers every earlier run in ``root``. Returns the folder, the
-    files written and the diffs against the run compared with (computed once, here).
+    The summaries compare with ``baseline`` (``--qnn-compare-to``, named ``baseline_name``), else
+    with the newest earlier run in ``root``; the trend plot covers every earlier run in ``root``.
+    Returns the folder, the files written and the speed diffs against the run compared with.
     """
     folder = report_folder(Path(root), results)
     folder.mkdir(parents=True, exist_ok=True)
     history = load_history(root, exclude=folder / RESULTS_NAME)
     previous = baseline if baseline is not None else latest_before(history, results)
+    compared = (baseline_name or "--qnn-compare-to") if baseline is not None else (
+        "the newest earlier run in the report folder")
     diffs = (compare(results.perf_figures(), previous.perf_figures(), noise)
              if previous is not None else [])
-    written = [results.write(folder / RESULTS_NAME),
-               write_summary(folder / SUMMARY_NAME, results, goldens, previous, diffs, noise)]
-    written += write_plots(results, history, goldens, folder)
+    written = [results.write(folder / RESULTS_NAME)]
+    plots = write_plots(results, history, folder)
+    sections = build(results, previous, noise, compared, plots)
+    title = sections[0].title
+    written += [write_summary(folder / SUMMARY_NAME, sections),
+                write_html(folder / HTML_NAME, sections, title), *plots]
     return folder, written, diffs

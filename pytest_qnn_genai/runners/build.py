@@ -37,7 +37,6 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from pytest_qnn_genai.elf import needed_closure, read_elf
 from pytest_qnn_genai.files import file_sha256
@@ -58,6 +57,7 @@ from pytest_qnn_genai.runners.sources import (
     find_wheel,
     read_set,
 )
+from pytest_qnn_genai.untyped import Json
 
 LLAMA_RUNNER = "qnn_llama_runner"
 EXECUTOR_RUNNER = "qnn_executor_runner"
@@ -100,7 +100,7 @@ class RunnerBuild:
                    {name: tuple(r["needs"]) for name, r in data["runners"].items()})
 
 
-def key_inputs(src: Path, *, logging: bool) -> dict[str, Any]:  # Any: JSON for the cache key
+def key_inputs(src: Path, *, logging: bool) -> dict[str, Json]:
     """Everything the runners built from ``src`` depend on, for a cache key: the digests of the
     tree's, the wheel's and the project's files the build reads, the executorch version, the
     compiler's and CMake's ``--version``, the Debian packages' versions, and ``logging``. (The
@@ -233,9 +233,9 @@ def loader_origins(binary: Path) -> dict[str, str]:
 
 
 def _assemble(build_dir: Path, out: Path, wheel: Wheel, logging: bool, configure_s: float,
-              start: float, provenance: dict[str, Any]) -> RunnerBuild:
+              start: float, provenance: dict[str, Json]) -> RunnerBuild:
     out.mkdir(parents=True, exist_ok=True)
-    runners: dict[str, dict[str, Any]] = {}
+    runners: dict[str, dict[str, Json]] = {}
     for name in RUNNERS:
         built = build_dir / name
         shutil.copy2(built, out / name)

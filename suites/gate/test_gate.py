@@ -2,7 +2,8 @@
 
 QDQ vs fp32 (does quantisation keep the model?), the .pte itself (methods, metadata, IO,
 QnnBackend-only), the target vs QDQ (does the hardware run the graph it was given?), and the
-generated text against its committed golden continuation.
+generated text against its committed golden continuation. Every judged number goes into the run
+report (``qnn_record``) from the same Check row or figure the test asserts on.
 
 Every check applies on a phone too. There the text and perf come from ``qnn_llama_runner``'s
 hybrid run and the logits (and the exact generated ids) from a second, kv-mode run of the same
@@ -11,10 +12,9 @@ program, the only mode that dumps them, as upstream's device evaluator does;
 """
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
-from pytest_qnn_genai.checks import generation, numerics, parity
+from pytest_qnn_genai.checks import agreement, generation, parity
 from pytest_qnn_genai.golden import continuation
 from pytest_qnn_genai.hybrid import GRAPH_METHODS
 from pytest_qnn_genai.runtime.pte_info import inspect_pte
@@ -35,13 +35,12 @@ EXPECTED_CONSTANTS = {"get_max_seq_len": "max_seq_len", "get_max_context_len": "
                       "get_kv_io_bit_width": "kv_io_bit_width"}
 
 
-def test_qdq_keeps_the_fp32_model(fp32_reference, qdq_on_fp32_tokens) -> None:
+def test_qdq_keeps_the_fp32_model(fp32_reference, qdq_on_fp32_tokens, qnn_record) -> None:
     fp32, qdq = fp32_reference.logits, qdq_on_fp32_tokens
     assert qdq.shape == fp32.shape
-    sqnr = numerics.sqnr_db(fp32, qdq)
-    agreement = float(np.mean(np.argmax(qdq, axis=1) == np.argmax(fp32, axis=1)))
-    assert sqnr >= MIN_QDQ_SQNR_DB, f"QDQ vs fp32 logits SQNR {sqnr:.1f} dB"
-    assert agreement >= MIN_QDQ_GREEDY_AGREEMENT, f"QDQ greedy agrees on {agreement:.0%} of steps"
+    checks = agreement.qdq_keeps_fp32(fp32, qdq, MIN_QDQ_SQNR_DB, MIN_QDQ_GREEDY_AGREEMENT)
+    qnn_record("gate", checks)
+    assert all(c.ok for c in checks), parity.failures(checks)
 
 
 def test_context_binary_is_for_the_target(qnn_pte, qnn_target, qnn_sdk) -> None:
@@ -51,7 +50,7 @@ def test_context_binary_is_for_the_target(qnn_pte, qnn_target, qnn_sdk) -> None:
     check_target(infos, qnn_target.soc, qnn_target.backend)
 
 
-def test_pte_program(qnn_pte, qnn_qdq, qnn_case) -> None:
+def test_pte_program(qnn_pte, qnn_qdq, qnn_case, qnn_record) -> None:
     info = inspect_pte(qnn_pte.pte)
     assert tuple(info.graph_methods) == GRAPH_METHODS
     for name in GRAPH_METHODS:
@@ -80,32 +79,36 @@ def test_pte_program(qnn_pte, qnn_qdq, qnn_case) -> None:
             + [("uint8", (1, kv_heads, ctx - n, head_dim))] * layers)
         assert (outs[0].dtype, outs[0].shape) == ("uint16", (1, n, params["vocab_size"]))
         assert len(outs) == 1 + 2 * layers
-    assert 0 < info.size_bytes <= MAX_PTE_BYTES
+    size = agreement.pte_size(info.size_bytes, MAX_PTE_BYTES, "ExecuTorch's stories260k bound")
+    qnn_record("gate", [size])
+    assert size.ok, parity.failures([size])
 
 
-def test_target_runs_the_qdq_graph(qnn_run, qdq_on_run_tokens) -> None:
+def test_target_runs_the_qdq_graph(qnn_run, qdq_on_run_tokens, qnn_record) -> None:
     run, qdq = qnn_run, qdq_on_run_tokens
     assert run.logits is not None and run.logits.shape == qdq.shape
-    cos = numerics.rowwise_cosine(qdq, run.logits)
-    assert float(cos.min()) >= MIN_TARGET_ROW_COSINE, f"per-step cosine {np.round(cos, 4)}"
-    assert numerics.sqnr_db(qdq, run.logits) >= MIN_TARGET_SQNR_DB
-    assert list(np.argmax(qdq, axis=1)) == run.tokens, "greedy tokens differ from the QDQ graph's"
+    checks = agreement.target_runs_qdq(qdq, run.logits, run.tokens, MIN_TARGET_ROW_COSINE,
+                                       MIN_TARGET_SQNR_DB)
+    qnn_record("gate", checks)
+    assert all(c.ok for c in checks), parity.failures(checks)
 
 
-def test_text_is_the_judged_generation(qnn_run, qnn_target) -> None:
+def test_text_is_the_judged_generation(qnn_run, qnn_target, qnn_record) -> None:
     """The text the gate reports is the generation whose logits it judged: the tokens are the
     greedy path of the logits and, on a phone, the hybrid run wrote the same text as the kv-mode
     run that dumped the logits (checks/generation.py)."""
     checks = generation.judged_generation(qnn_run, on_phone=not qnn_target.is_emulator)
+    qnn_record("gate", checks)
     assert all(c.ok for c in checks), parity.failures(checks)
 
 
-def test_generation_is_not_degenerate(qnn_run, qnn_case) -> None:
-    assert len(qnn_run.tokens) >= min(16, qnn_case.max_new_tokens)
-    assert len(set(qnn_run.tokens)) >= len(qnn_run.tokens) // 4, qnn_run.text
+def test_generation_is_not_degenerate(qnn_run, qnn_case, qnn_record) -> None:
+    checks = agreement.not_degenerate(qnn_run.tokens, qnn_case.max_new_tokens)
+    qnn_record("gate", checks)
+    assert all(c.ok for c in checks), f"{parity.failures(checks)}\n{qnn_run.text}"
 
 
-def test_continuation_matches_golden(qnn_run, qnn_case, qnn_settings) -> None:
+def test_continuation_matches_golden(qnn_run, qnn_case, qnn_settings, qnn_record) -> None:
     path = continuation.path_for(qnn_settings.golden_dir, qnn_case.name)
     got = continuation.Continuation(qnn_case.eval_prompt, qnn_run.prompt_tokens, qnn_run.tokens,
                                     qnn_run.text)
@@ -117,5 +120,7 @@ def test_continuation_matches_golden(qnn_run, qnn_case, qnn_settings) -> None:
     except continuation.GoldenContinuationError as e:
         pytest.fail(str(e), pytrace=False)
     assert expected.prompt_tokens == qnn_run.prompt_tokens, "the prompt tokenizes differently"
+    judged = continuation.judge(expected, qnn_run.tokens, f"golden/{path.parent.name}/{path.name}")
+    qnn_record("gate", [judged])
     problem = continuation.mismatch(expected, qnn_run.tokens, qnn_run.text)
-    assert problem is None, problem
+    assert judged.passed and problem is None, problem

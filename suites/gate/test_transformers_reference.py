@@ -9,10 +9,9 @@ generated, as they do against fp32.
 """
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
-from pytest_qnn_genai.checks import numerics
+from pytest_qnn_genai.checks import agreement, numerics, parity
 
 MAX_FP32_ABS_DIFF = 1e-3  # two fp32 implementations: float rounding only
 MIN_TARGET_SQNR_DB = 15.0  # the floor the gate holds QDQ to against fp32 (test_gate)
@@ -25,15 +24,18 @@ def transformers_logits(qnn_pipeline, qnn_case):
     return lambda ids: qnn_pipeline.transformers_logits(qnn_case, ids)
 
 
-def test_fp32_reference_is_transformers(fp32_reference, transformers_logits) -> None:
+def test_fp32_reference_is_transformers(fp32_reference, transformers_logits, qnn_record) -> None:
     prompt, tokens = list(fp32_reference.prompt_tokens), list(fp32_reference.tokens)
     want = transformers_logits(prompt + tokens[:-1])[len(prompt) - 1:]  # teacher-forced
-    diff = float(np.abs(want - fp32_reference.logits).max())
-    assert diff <= MAX_FP32_ABS_DIFF, f"fp32 reference vs transformers: max |diff| {diff:.3g}"
-    assert (np.argmax(want, 1) == np.argmax(fp32_reference.logits, 1)).all()
+    checks = agreement.same_model(want, fp32_reference.logits, MAX_FP32_ABS_DIFF, "transformers",
+                                  "fp32_vs_transformers")
+    qnn_record("gate", checks)
+    assert all(c.ok for c in checks), parity.failures(checks)
 
 
-def test_target_keeps_the_transformers_model(qnn_run, transformers_logits) -> None:
+def test_target_keeps_the_transformers_model(qnn_run, transformers_logits, qnn_record) -> None:
     got = numerics.accuracy_vs_reference(qnn_run, transformers_logits)
-    assert got["sqnr_db"] >= MIN_TARGET_SQNR_DB, f"target vs transformers logits: {got}"
-    assert got["greedy_agreement"] >= MIN_TARGET_GREEDY_AGREEMENT, f"greedy agreement: {got}"
+    checks = agreement.keeps_reference(got, "transformers", MIN_TARGET_SQNR_DB,
+                                       MIN_TARGET_GREEDY_AGREEMENT, "target_vs_transformers")
+    qnn_record("gate", checks)
+    assert all(c.ok for c in checks), parity.failures(checks)

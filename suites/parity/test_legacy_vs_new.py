@@ -15,44 +15,47 @@ from pytest_qnn_genai.checks import encodings, parity
 pytestmark = [pytest.mark.parity, pytest.mark.flow("legacy", "new")]
 
 
-def _record(table: parity.ParityTable, checks, case, target) -> None:  # noqa: ANN001
+def _record(table: parity.ParityTable, record, checks, case, target) -> None:  # noqa: ANN001
+    """The rows into the terminal's parity table and, as figures, into the run report."""
     table.add(checks, prefix=f"[{case.name} {target.id}] ")
+    record("parity", checks)
 
 
 def test_build_times_and_sizes(legacy_artifacts, new_artifacts, parity_table, qnn_case,
-                               qnn_target) -> None:
+                               qnn_target, qnn_record) -> None:
     size = parity.compare_pte_size(legacy_artifacts.pte_bytes, new_artifacts.pte_bytes)
     build = parity.Check("build s (cache manifests)", legacy_artifacts.total_build_s,
                          new_artifacts.total_build_s,
                          f"{new_artifacts.total_build_s - legacy_artifacts.total_build_s:+.1f}s "
-                         f"{new_artifacts.build_s}", ok=True)
-    _record(parity_table, [build, size], qnn_case, qnn_target)
+                         f"{new_artifacts.build_s}", info=True, name="build_s",
+                         better="lower")
+    _record(parity_table, qnn_record, [build, size], qnn_case, qnn_target)
     assert size.ok, parity.failures([size])
 
 
 def test_same_methods_constants_and_io(legacy_signature, new_signature, parity_table, qnn_case,
-                                       qnn_target) -> None:
+                                       qnn_target, qnn_record) -> None:
     checks = parity.compare_signatures(legacy_signature, new_signature)
-    _record(parity_table, checks, qnn_case, qnn_target)
+    _record(parity_table, qnn_record, checks, qnn_case, qnn_target)
     assert all(c.ok for c in checks), parity.failures(checks)
 
 
 def test_qdq_encodings_within_one_step(legacy_artifacts, new_artifacts, parity_table, qnn_case,
-                                       qnn_target, qnn_pipeline) -> None:
+                                       qnn_target, qnn_pipeline, qnn_record) -> None:
     legacy = qnn_pipeline.qdq_encodings(legacy_artifacts.qdq_graph)  # cached with the graphs
     new = qnn_pipeline.qdq_encodings(new_artifacts.qdq_graph)
     assert legacy.input_shapes == new.input_shapes, \
         "legacy decode_qdq.pt2 is not the calibration graph"
     report = encodings.compare_encodings(legacy.encodings, new.encodings)
     checks = report.checks()
-    _record(parity_table, checks, qnn_case, qnn_target)
+    _record(parity_table, qnn_record, checks, qnn_case, qnn_target)
     print(report.table())
     assert report.ok, parity.failures(checks[:1] if not checks[0].ok else checks[1:])
 
 
 def test_same_outputs_on_the_target(legacy_run, new_run, parity_table, qnn_case,
-                                    qnn_target) -> None:
+                                    qnn_target, qnn_record) -> None:
     assert legacy_run.prompt_tokens == new_run.prompt_tokens
     checks = parity.compare_runs(legacy_run, new_run)
-    _record(parity_table, checks, qnn_case, qnn_target)
+    _record(parity_table, qnn_record, checks, qnn_case, qnn_target)
     assert all(c.ok for c in checks), parity.failures(checks)

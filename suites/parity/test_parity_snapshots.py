@@ -19,10 +19,11 @@ pytestmark = [pytest.mark.parity, pytest.mark.flow("legacy", "new")]
 
 def test_compile_options_carried_by_both_programs(legacy_artifacts, new_artifacts, parity_table,
                                                   qnn_case, qnn_target, build_target,
-                                                  snapshot) -> None:
+                                                  snapshot, qnn_record) -> None:
     legacy, new = compile_options(legacy_artifacts.pte), compile_options(new_artifacts.pte)
     checks = parity.compare_compile_options(legacy, new)
     parity_table.add(checks, prefix=f"[{qnn_case.name} {qnn_target.id}] ")
+    qnn_record("parity", checks)
     assert all(c.ok for c in checks), parity.failures(checks)
     assert new["soc_info"]["soc_model"] == qnn_target.soc.name
     assert new["soc_info"]["htp_info"]["htp_arch"] == qnn_target.soc.htp_arch.upper()

@@ -24,14 +24,20 @@ from functools import partial
 
 import pytest
 
+from pytest_qnn_genai import figures as judged
 from pytest_qnn_genai import progress
 from pytest_qnn_genai.checks import numerics, parity
 from pytest_qnn_genai.golden.perf import GoldenPerf, GoldenWorkload, update_golden
 from pytest_qnn_genai.perf.benchmark import EMULATOR_PREFILL_PASSES, Minimum, Workload
 from pytest_qnn_genai.perf.gate import ab_gate
 from pytest_qnn_genai.perf.lockstep import Lockstep
-from pytest_qnn_genai.perf.phone import phone_generation, phone_minimum, round_problems
-from pytest_qnn_genai.report.results import Record
+from pytest_qnn_genai.perf.minimum import shortfall_figures
+from pytest_qnn_genai.perf.phone import (
+    phone_generation,
+    phone_minimum,
+    round_problem_figures,
+    round_problems,
+)
 
 pytestmark = pytest.mark.perf
 
@@ -39,16 +45,20 @@ pytestmark = pytest.mark.perf
 UPDATED_FIGURES = ("decode_tok_s", "inference_speed_tok_s")
 
 
-def _record(results, case, target, request, values, failures, note="") -> None:
-    results.add(Record.for_target("perf", case.name, target, values,
-                                  verdict="fail" if failures else "pass",
-                                  test=request.node.nodeid,
-                                  note="; ".join(x for x in (note, *failures) if x)))
+def _context(values: dict) -> dict:
+    """A benchmark's unjudged context: the rounds and the work behind the figures."""
+    return {k: v for k, v in values.items() if k == "rounds" or "_work_" in k}
+
+
+def _unjudged(figures: dict, judged_names=()) -> list:
+    """A phone's figures no floor judged: ``info``."""
+    return [judged.info(k, v, better=judged.direction(k)) for k, v in figures.items()
+            if k not in judged_names]
 
 
 @pytest.mark.device
 def test_phone_meets_golden_floors(qnn_benchmark, qnn_pipeline, qnn_case, qnn_target,
-                                   qnn_settings, qnn_golden_perf, qnn_results, request) -> None:
+                                   qnn_settings, qnn_golden_perf, qnn_record) -> None:
     soc, backend = qnn_target.soc.name, qnn_target.backend
     path = qnn_settings.golden_dir / "perf" / f"{qnn_case.name}.json"
     golden = qnn_golden_perf.get(qnn_case.name)
@@ -60,10 +70,10 @@ def test_phone_meets_golden_floors(qnn_benchmark, qnn_pipeline, qnn_case, qnn_ta
         pytest.skip(f"no golden floor for {qnn_case.name} {soc}/{backend} in {path}: nothing "
                     "to gate (--qnn-update-golden writes one from this phone)")
     workload = golden.workload if golden else GoldenWorkload.from_case(qnn_case)
-    failures = workload.mismatches(qnn_case)
-    if failures:  # the floors say nothing about this build: measuring would compare nothing
-        _record(qnn_results, qnn_case, qnn_target, request, {}, failures)
-        pytest.fail("\n".join(failures), pytrace=False)
+    mismatched = workload.judge_build(qnn_case, str(path))
+    if mismatched:  # the floors say nothing about this build: measuring would compare nothing
+        qnn_record("perf", mismatched)
+        pytest.fail("\n".join(str(f.value) for f in mismatched), pytrace=False)
     run = partial(qnn_pipeline.run, qnn_case, qnn_target)
     result = qnn_benchmark(phone_generation(run, qnn_case.path("tokenizer_model"), workload),
                            minimum=phone_minimum(qnn_settings, gated))
@@ -77,22 +87,27 @@ def test_phone_meets_golden_floors(qnn_benchmark, qnn_pipeline, qnn_case, qnn_ta
         diff = update_golden(path, golden, allow_write=True)
         progress.stderr_writer(diff or f"{path}: unchanged")
         print(diff or f"{path}: unchanged")
+    floored = golden.judge(soc, backend, figures, qnn_settings.perf_noise) if golden else []
     if golden is not None:
         failures += golden.check(soc, backend, figures, qnn_settings.perf_noise)
-    _record(qnn_results, qnn_case, qnn_target, request, result.values(), failures,
-            f"workload {workload.prompt!r} --seq_len {workload.seq_len}")
+    qnn_record("perf", [*floored, *_unjudged(figures, {f.name for f in floored}),
+                        *shortfall_figures(result.shortfall),
+                        *round_problem_figures(result.rounds)],
+               values=_context(result.values()),
+               note=f"workload {workload.prompt!r} --seq_len {workload.seq_len}")
     assert not failures, "\n".join(failures)
 
 
 @pytest.mark.emulator
-def test_emulator_benchmark(qnn_benchmark, qnn_case, qnn_target, qnn_results, request) -> None:
-    """The new flow's figures on the emulator (recorded and reported, never gated on speed)."""
+def test_emulator_benchmark(qnn_benchmark, qnn_record) -> None:
+    """The new flow's figures on the emulator (recorded and reported as ``info``, never gated on
+    speed: the emulator's speed says nothing about a phone's floor)."""
     result = qnn_benchmark()
-    failures = list(result.shortfall)
-    figures = result.figures()
-    failures += [f"{k} = {v}" for k, v in figures.items() if not v > 0]
-    _record(qnn_results, qnn_case, qnn_target, request, result.values(), failures,
-            "x86 emulator: informational figures, no floor")
+    figures = [judged.measured(k, v) for k, v in result.figures().items()]  # info unless <= 0
+    qnn_record("perf", [*figures, *shortfall_figures(result.shortfall)],
+               values=_context(result.values()),
+               note="x86 emulator: informational figures, no floor")
+    failures = list(result.shortfall) + [str(f) for f in figures if f.failed]
     assert not failures, "\n".join(failures)
 
 
@@ -105,7 +120,7 @@ def _variants(case, a: str, b: str) -> None:
 
 @pytest.mark.emulator
 def test_relative_gate(qnn_ab_pair, qnn_pipeline, qnn_sdk, qnn_case, qnn_target, qnn_settings,
-                       qnn_results, request) -> None:
+                       qnn_record) -> None:
     """``--qnn-ab A:B`` (default legacy:new): B keeps the floor of A's prefill and decode tok/s."""
     a, b = qnn_ab_pair
     _variants(qnn_case, a, b)
@@ -117,8 +132,8 @@ def test_relative_gate(qnn_ab_pair, qnn_pipeline, qnn_sdk, qnn_case, qnn_target,
                       floor=qnn_settings.perf_ratio_floor,
                       minimum=Minimum.from_settings(qnn_settings))
     failures = outcome.shortfall + outcome.failures()
-    _record(qnn_results, qnn_case, qnn_target, request, outcome.values(), failures,
-            f"A/B {b} vs {a}, lockstep, floor {qnn_settings.perf_ratio_floor:g}")
+    qnn_record("perf", outcome.figures(), values={"rounds": len(outcome.a_rounds)},
+               note=f"A/B {b} vs {a}, lockstep, floor {qnn_settings.perf_ratio_floor:g}")
     print(f"{qnn_case.name} {qnn_target.id} {b} vs {a}: " + "; ".join(
         f"{fig} {v}" for fig, v in outcome.verdicts.items()))
     assert not failures, "\n".join(failures)
@@ -126,7 +141,7 @@ def test_relative_gate(qnn_ab_pair, qnn_pipeline, qnn_sdk, qnn_case, qnn_target,
 
 @pytest.mark.emulator
 def test_ab_accuracy_deltas(qnn_ab_pair, qnn_pipeline, qnn_sdk, qnn_case, qnn_target,
-                            qnn_parity, qnn_results, request) -> None:
+                            qnn_parity, qnn_record) -> None:
     """How much of the fp32 model each side of the A/B pair keeps on the eval prompt (logits SQNR
     against fp32 teacher-forced on the side's own tokens, greedy agreement with fp32): reported
     with B - A, judged by nothing (the gate suite and the parity suite judge accuracy)."""
@@ -139,13 +154,13 @@ def test_ab_accuracy_deltas(qnn_ab_pair, qnn_pipeline, qnn_sdk, qnn_case, qnn_ta
                                    qnn_pipeline.variant_pte(qnn_case, name, qnn_target))
         figures[name] = numerics.accuracy_vs_reference(run, prepared.reference_logits)
     checks = [parity.Check(f"A/B {a} vs {b}: {label}", figures[a][key], figures[b][key],
-                           round(figures[b][key] - figures[a][key], 4), info=True)
-              for key, label in (("sqnr_db", "logits SQNR vs fp32 dB"),
-                                 ("greedy_agreement", "greedy agreement with fp32"))]
+                           round(figures[b][key] - figures[a][key], 4), info=True,
+                           name=f"ab_{b}_vs_{a}_{name}", better=judged.HIGHER)
+              for key, label, name in (("sqnr_db", "logits SQNR vs fp32 dB", "sqnr_vs_fp32_db"),
+                                       ("greedy_agreement", "greedy agreement with fp32",
+                                        "greedy_agreement_vs_fp32"))]
     qnn_parity.add(checks, prefix=f"[{qnn_case.name} {qnn_target.id}] ")
-    qnn_results.add(Record.for_target(
-        "numerics", qnn_case.name, qnn_target,
-        {f"{n}_{k}": v for n, f in figures.items() for k, v in f.items()},
-        test=request.node.nodeid, note=f"A/B {b} vs {a}: accuracy against fp32, informational"))
+    qnn_record("perf", checks, values={f"{n}_steps": f["steps"] for n, f in figures.items()},
+               note=f"A/B {b} vs {a}: accuracy against fp32, informational")
     for name, f in figures.items():  # a measurement that did not happen is no figure
         assert f["steps"] >= 1 and f["sqnr_db"] == f["sqnr_db"], (name, f)

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from pytest_qnn_genai.checks import numerics
+from pytest_qnn_genai.checks import agreement, parity
 from pytest_qnn_genai.flows import smoke
 from pytest_qnn_genai.runtime.pte_info import inspect_pte
 from pytest_qnn_genai.sdk.context_binary import check_target, describe_pte
@@ -26,6 +26,7 @@ MAX_QDQ_STEPS = 8
 # 16a8w QDQ of this block measures ~16 dB against fp32 (QnnQuantizer annotates the second matmul
 # input as 8-bit); the emulator may lose at most this much more.
 MAX_SQNR_LOSS_DB = 0.5
+MIN_QDQ_SQNR_DB = 10.0  # below this the QDQ graph itself is broken
 MIN_FP16_SQNR_DB = 40.0
 
 
@@ -71,19 +72,25 @@ def test_context_binary_is_for_the_target(any_block: Built, qnn_target) -> None:
     check_target(describe_pte(any_block.pte), qnn_target.soc, qnn_target.backend)
 
 
-def test_16a8w_matches_qdq_reference(block_16a8w: Built) -> None:
+def test_16a8w_matches_qdq_reference(block_16a8w: Built, qnn_record) -> None:
     qdq, out = block_16a8w.reference["qdq"], block_16a8w.output
     assert out.shape == qdq.shape
-    step = float(qdq.max() - qdq.min()) / 65535
-    assert numerics.max_abs(qdq, out) <= MAX_QDQ_STEPS * step
+    check = agreement.within_steps(qdq, out, 16, MAX_QDQ_STEPS)
+    qnn_record("smoke", [check], model="attention-16a8w")
+    assert check.ok, parity.failures([check])
 
 
-def test_16a8w_accuracy_vs_fp32(block_16a8w: Built) -> None:
+def test_16a8w_accuracy_vs_fp32(block_16a8w: Built, qnn_record) -> None:
     ref = block_16a8w.reference
-    qdq_sqnr = numerics.sqnr_db(ref["fp32"], ref["qdq"])
-    assert qdq_sqnr > 10.0, "the QDQ graph itself is broken"
-    assert numerics.sqnr_db(ref["fp32"], block_16a8w.output) >= qdq_sqnr - MAX_SQNR_LOSS_DB
+    checks = agreement.loses_no_more(ref["fp32"], ref["qdq"], block_16a8w.output,
+                                     MAX_SQNR_LOSS_DB, MIN_QDQ_SQNR_DB)
+    qnn_record("smoke", checks, model="attention-16a8w")
+    assert checks[0].ok, f"the QDQ graph itself is broken: {parity.failures(checks[:1])}"
+    assert all(c.ok for c in checks), parity.failures(checks)
 
 
-def test_fp16_lowers_and_runs_close_to_fp32(block_fp16: Built) -> None:
-    assert numerics.sqnr_db(block_fp16.reference["fp32"], block_fp16.output) >= MIN_FP16_SQNR_DB
+def test_fp16_lowers_and_runs_close_to_fp32(block_fp16: Built, qnn_record) -> None:
+    check = agreement.close_to_fp32(block_fp16.reference["fp32"], block_fp16.output,
+                                    MIN_FP16_SQNR_DB)
+    qnn_record("smoke", [check], model="attention-fp16")
+    assert check.ok, parity.failures([check])

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from pytest_qnn_genai import figures
 from pytest_qnn_genai.perf.benchmark import (
     EXTRA_INFO,
     Minimum,
@@ -65,7 +66,8 @@ def test_ab_gate_interleaves_and_fails_a_slowed_candidate() -> None:
     assert out.failures() == [f"slow vs ref decode_tok_s: {out.verdicts['decode_tok_s']}"]
     same = ab_gate(Contender("ref", _Fake("A", [], 50.0)), Contender("same", _Fake("B", [], 49.0)),
                    rounds=3, floor=0.9, minimum=Minimum(0, 0.0))
-    assert same.passed and same.values()["decode_tok_s_ratio"] == pytest.approx(0.98)
+    assert same.passed
+    assert {f.name: f.value for f in same.figures()}["decode_tok_s_ratio"] == pytest.approx(0.98)
 
 
 class _Noisy:
@@ -100,7 +102,8 @@ def test_a_gate_that_cannot_tell_fails_as_inconclusive_at_the_round_cap() -> Non
     out = ab_gate(Contender("a", _Noisy([10.0, *a])), Contender("b", _Noisy([10.0, *b])),
                   rounds=5, floor=0.9, minimum=Minimum(0, 0.0, max_rounds=15))
     assert not out.passed and len(out.a_rounds) == 15
-    assert out.values()["decode_tok_s_verdict"] == "inconclusive"
+    rows = {f.name: f for f in out.figures()}
+    assert rows["decode_tok_s_ratio"].verdict == "inconclusive"  # the report row says so too
     assert "INCONCLUSIVE" in out.failures()[0] and "--qnn-perf-rounds" in out.failures()[0]
 
 
@@ -148,24 +151,25 @@ def test_qnn_benchmark_records_medians(disabled: bool) -> None:
 
 def _results(date: str, decode: float) -> ResultsFile:
     run = ResultsFile(Header(date, ["SM8650"], "htp", [], VERSIONS))
-    run.add(Record.for_target("perf", "stories260k", EMU,
-                              {"prefill_tok_s": 100.0, "decode_tok_s": decode, "ttft_s": 0.3}))
+    run.add(Record.for_target("perf", "stories260k", EMU, [
+        figures.measured(k, v) for k, v in (("prefill_tok_s", 100.0), ("decode_tok_s", decode),
+                                            ("ttft_s", 0.3))]))
     return run
 
 
 def test_second_report_with_a_slowed_variant_is_a_regression(tmp_path: Path) -> None:
     first = _results("2026-08-14T02:00:00+00:00", 3.2)
-    write_report(tmp_path, first, {}, None, 0.10)
+    write_report(tmp_path, first, None, 0.10)
     second = _results("2026-08-15T02:00:00+00:00", 1.5)
-    folder, written, _ = write_report(tmp_path, second, {}, None, 0.10)
+    folder, written, _ = write_report(tmp_path, second, None, 0.10)
     assert folder == tmp_path / "2026-08-15"
-    assert {p.name for p in written} == {"results.json", "summary.md", "perf-vs-golden.png",
-                                         "perf-trend.png"}
+    assert {p.name for p in written} == {"results.json", "summary.md", "summary.html",
+                                         "speed.png", "trend.png"}
     diff = {d.figure: d for d in compare(second.perf_figures(), first.perf_figures(), 0.10)}
     assert diff["decode_tok_s"].bucket == "≥2x slower"
     assert diff["prefill_tok_s"].bucket == "within noise"
     summary = (folder / "summary.md").read_text()
-    assert "Changes since 2026-08-14" in summary and "≥2x slower" in summary
+    assert "What changed since 2026-08-14" in summary and "≥2x slower" in summary
 
 
 # -- the emulator: a runner slowed per call, in lockstep with the normal one --------------------
@@ -227,37 +231,51 @@ def test_pooled_prefill_passes_catch_a_slowed_prompt_pass_on_the_emulator(new_pt
 # -- the plugin: report, comparison, xdist, usage errors (no emulator work) --------------------
 RECORD_TEST = """
 import os, pytest
-from pytest_qnn_genai.report.results import Record
+from pytest_qnn_genai import figures
 
 @pytest.mark.perf
-def test_figures(qnn_results, qnn_case, qnn_target, request):
-    decode = float(os.environ["FAKE_DECODE"])
-    qnn_results.add(Record.for_target("perf", qnn_case.name, qnn_target,
-        {"prefill_tok_s": 100.0, "decode_tok_s": decode}, "pass", request.node.nodeid))
+def test_figures(qnn_record, qnn_cache, qnn_case, qnn_target):
+    mode = os.environ.get("FAKE_PERFORMANCE_MODE", "kHtpBurst")  # a compile option
+    qnn_cache.get_or_build("compile", {"spec": {"backend_options": {"performance_mode": mode}}},
+                           lambda out: (out / "program.pte").write_bytes(mode.encode()),
+                           label="fake SM8650-htp")
+    qnn_record("perf", [figures.measured("prefill_tok_s", 100.0),
+                        figures.measured("decode_tok_s", float(os.environ["FAKE_DECODE"]))])
 """
 
 
 @pytest.mark.usefixtures("qnn_env")
 def test_report_and_compare_to_through_the_plugin(pytester: pytest.Pytester,
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two runs through the plugin whose artifacts differ in one compile option: the second
+    summary opens with that option beside the decode figure that moved."""
     pytester.makepyfile(RECORD_TEST)
     monkeypatch.setenv("FAKE_DECODE", "3.0")
-    first = pytester.runpytest("--qnn-report", "out", "-p", "no:cacheprovider", *ONE_CASE)
+    # (subprocesses: the cache fixture loads the QNN SDK, which one process loads only once)
+    first = pytester.runpytest_subprocess("--qnn-report", "out", "-p", "no:cacheprovider",
+                                          *ONE_CASE)
     first.assert_outcomes(passed=1)
     (folder,) = (pytester.path / "out").iterdir()
-    assert {p.name for p in folder.iterdir()} >= {"results.json", "summary.md",
-                                                  "perf-vs-golden.png", "perf-trend.png"}
+    assert {p.name for p in folder.iterdir()} >= {"results.json", "summary.md", "summary.html",
+                                                  "speed.png", "trend.png"}
     data = json.loads((folder / "results.json").read_text())
-    assert data["records"][0]["values"]["decode_tok_s"] == 3.0
+    (decode,) = [f for f in data["records"][0]["figures"] if f["name"] == "decode_tok_s"]
+    assert (decode["value"], decode["verdict"]) == (3.0, "info")
+    (built,) = data["header"]["fingerprint"]["artifacts"]
+    assert built["inputs"]["spec"]["backend_options"]["performance_mode"] == "kHtpBurst"
     monkeypatch.setenv("FAKE_DECODE", "1.2")
-    second = pytester.runpytest("--qnn-report", "out", "--qnn-compare-to", str(folder),
-                                "-p", "no:cacheprovider", *ONE_CASE)
+    monkeypatch.setenv("FAKE_PERFORMANCE_MODE", "kHtpHighPerformance")
+    second = pytester.runpytest_subprocess("--qnn-report", "out", "--qnn-compare-to", str(folder),
+                                           "-p", "no:cacheprovider", *ONE_CASE)
     second.assert_outcomes(passed=1)
     second.stdout.fnmatch_lines(["*qnn-genai perf vs*",
                                  "*decode_tok_s | 3 | 1.2 | 0.40x | ≥2x slower |*",
                                  "*qnn-genai report*"])
     (newer,) = [p for p in (pytester.path / "out").iterdir() if p != folder]
-    assert "≥2x slower" in (newer / "summary.md").read_text()
+    top = (newer / "summary.md").read_text().split("\n## Run\n")[0]
+    assert ("| compile fake SM8650-htp · spec.backend_options.performance_mode | kHtpBurst | "
+            "kHtpHighPerformance |") in top
+    assert "| decode_tok_s | 3 | 1.2 | ≥2x slower | info |" in top
 
 
 @pytest.mark.usefixtures("qnn_env")
@@ -270,8 +288,11 @@ def test_records_come_back_from_xdist_workers(pytester: pytest.Pytester,
                                            *ONE_CASE)
     result.assert_outcomes(passed=2)
     (folder,) = (pytester.path / "out").iterdir()
-    records = json.loads((folder / "results.json").read_text())["records"]
-    assert sorted(r["target"] for r in records) == ["SM8650-htp-emulator", "SM8750-htp-emulator"]
+    data = json.loads((folder / "results.json").read_text())
+    assert sorted(r["target"] for r in data["records"]) == ["SM8650-htp-emulator",
+                                                            "SM8750-htp-emulator"]
+    # the cache entries the workers used are in the controller's fingerprint
+    assert [a["label"] for a in data["header"]["fingerprint"]["artifacts"]] == ["fake SM8650-htp"]
 
 
 @pytest.mark.usefixtures("qnn_env")
@@ -314,11 +335,15 @@ def test_perf_suite_end_to_end(pytester: pytest.Pytester, qnn_settings, legacy, 
     records = json.loads((folder / "results.json").read_text())["records"]
     tests = sorted(r["test"].split("::")[-1].split("[")[0] for r in records)
     assert tests == ["test_ab_accuracy_deltas", "test_emulator_benchmark", "test_relative_gate"]
-    perf = [r for r in records if r["kind"] == "perf"]
-    assert len(perf) == 2 and all(r["verdict"] == "pass" for r in perf)
-    (accuracy,) = [r for r in records if r["kind"] == "numerics"]
-    assert accuracy["verdict"] is None  # reported, judged by nothing
-    assert accuracy["values"]["legacy_steps"] == accuracy["values"]["new_steps"] > 0
+    verdicts = {r["test"].split("::")[-1].split("[")[0]: {f["name"]: (f["verdict"], f["judge"])
+                                                          for f in r["figures"]}
+                for r in records}
+    bench = verdicts["test_emulator_benchmark"]  # the emulator's speed: judged by nothing
+    assert bench["decode_tok_s"] == bench["prefill_tok_s"] == ("info", "")
+    gate = verdicts["test_relative_gate"]  # judged by the A/B gate, floor 0.01 here
+    assert gate["decode_tok_s_ratio"] == gate["prefill_tok_s_ratio"] == ("pass", "B/A ≥ 0.01 at 95%")
+    accuracy = verdicts["test_ab_accuracy_deltas"]  # reported, judged by nothing
+    assert {v for v, _ in accuracy.values()} == {"info"}
     assert len(list(folder.glob("*.png"))) == 2
 
 
@@ -335,14 +360,17 @@ def test_qnn_ab_runs_a_declared_variant_pair(pytester: pytest.Pytester, qnn_sett
     result.assert_outcomes(passed=2)
     (folder,) = (pytester.path / "out").iterdir()
     records = json.loads((folder / "results.json").read_text())["records"]
-    (gate,) = [r for r in records if r["kind"] == "perf"]
+    (gate,) = [r for r in records if r["test"].split("::")[-1].startswith("test_relative_gate")]
     assert gate["test"].endswith("test_relative_gate[stories260k-SM8650-htp-emulator-new-vs-ar8]")
-    values = gate["values"]
-    assert values["decode_tok_s_verdict"] == values["prefill_tok_s_verdict"] == "pass", values
-    assert values["prefill_tok_s_ratio_low"] > 1.5, values  # AR-32 prompt chunks beat AR-8 ones
-    assert values["new_prefill_tok_s"] > values["ar8_prefill_tok_s"]
-    (accuracy,) = [r for r in records if r["kind"] == "numerics"]
-    assert set(accuracy["values"]) >= {"ar8_sqnr_db", "new_sqnr_db", "ar8_greedy_agreement"}
+    rows = {f["name"]: f for f in gate["figures"]}
+    assert rows["decode_tok_s_ratio"]["verdict"] == rows["prefill_tok_s_ratio"]["verdict"] == "pass"
+    prefill = rows["prefill_tok_s_ratio"]["context"]
+    assert prefill["low"] > 1.5, prefill  # AR-32 prompt chunks beat AR-8 ones
+    assert prefill["median_new"] > prefill["median_ar8"]
+    (accuracy,) = [r for r in records
+                   if r["test"].split("::")[-1].startswith("test_ab_accuracy_deltas")]
+    assert {f["name"] for f in accuracy["figures"]} >= {"ab_new_vs_ar8_sqnr_vs_fp32_db",
+                                                       "ab_new_vs_ar8_greedy_agreement_vs_fp32"}
     assert "A/B ar8 vs new: logits SQNR vs fp32 dB" in result.stdout.str()
     bad = _perf_suite(pytester, qnn_settings.cache_dir, "--qnn-ab", "ar8:ar9")
     assert bad.ret == pytest.ExitCode.USAGE_ERROR

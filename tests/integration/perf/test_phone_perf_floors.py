@@ -44,7 +44,7 @@ def run_perf(pytester: pytest.Pytester, phone: FakeDevice, adb_server: LoopbackA
     """``run_perf(tok_s, *args)``: the perf suite on the loopback phone reporting ``tok_s``."""
     pytester.makepyfile(test_perf=(ROOT / "suites" / "perf" / "test_perf.py").read_text())
 
-    def run(tok_s: float, *args: str) -> tuple[pytest.RunResult, list[dict]]:
+    def run(tok_s: float, *args: str) -> tuple[pytest.RunResult, list[dict], Path]:
         folder = tmp_path / f"runner-{tok_s:g}"
         folder.mkdir(exist_ok=True)
         runner = write_launcher(folder / "qnn_llama_runner",
@@ -60,7 +60,7 @@ def run_perf(pytester: pytest.Pytester, phone: FakeDevice, adb_server: LoopbackA
             "--qnn-perf-rounds", "2", "--qnn-perf-min-tokens", "0",
             "--qnn-perf-min-seconds", "0", *args, timeout=900)
         (folder,) = report.iterdir()
-        return result, json.loads((folder / "results.json").read_text())["records"]
+        return result, json.loads((folder / "results.json").read_text())["records"], folder
     return run
 
 
@@ -69,34 +69,53 @@ def _runner_seq_lens(phone: FakeDevice) -> list[str]:
             for m in re.findall(r"--seq_len (\d+)", c)]
 
 
+def _figures(record: dict) -> dict[str, dict]:
+    return {f["name"]: f for f in record["figures"]}
+
+
 def test_a_phone_above_the_floor_passes_on_upstreams_workload(run_perf, phone) -> None:
-    result, [record] = run_perf(3200.0)
+    result, [record], _ = run_perf(3200.0)
     result.assert_outcomes(passed=1, skipped=3)  # the emulator's 3 perf tests skip on a phone
-    values = record["values"]
-    assert record["verdict"] == "pass" and record["target"] == f"SM8650-htp-{SERIAL}"
-    assert 2800 < values["decode_tok_s"] < 3300, values
+    assert record["target"] == f"SM8650-htp-{SERIAL}"
+    figures = _figures(record)
+    decode, speed = figures["decode_tok_s"], figures["inference_speed_tok_s"]
+    assert (decode["verdict"], decode["judge"]) == ("pass", "floor 1600 (SM8650 phone, -10% noise)")
+    assert 2800 < decode["value"] < 3300, decode
     # inference_speed.txt: 125 decode steps over prefill (1.6 ms) + decode (39 ms)
-    assert 2800 < values["inference_speed_tok_s"] < values["decode_tok_s"], values
+    assert speed["verdict"] == "pass" and 2800 < speed["value"] < decode["value"], speed
+    assert figures["prefill_tok_s"]["verdict"] == "info"  # no floor upstream: judged by nothing
     assert "workload 'Once' --seq_len 128" in record["note"]
     seq_lens = _runner_seq_lens(phone)
     assert seq_lens and set(seq_lens) == {"128"}  # upstream's --max_seq_len 128, every round
 
 
 def test_a_phone_below_the_floor_fails_the_gate(run_perf) -> None:
-    result, [record] = run_perf(800.0)
+    """The failure is the figure's, in results.json, summary.md and summary.html alike."""
+    result, [record], folder = run_perf(800.0)
     result.assert_outcomes(failed=1, skipped=3)
-    assert record["verdict"] == "fail"
     result.stdout.fnmatch_lines([
         "*stories260k SM8650/htp: decode_tok_s *.* < floor 1600 (tolerance 10%)*",
         "*stories260k SM8650/htp: inference_speed_tok_s *.* < floor 1600 (tolerance 10%)*"])
+    figures = _figures(record)
+    assert figures["decode_tok_s"]["verdict"] == figures["inference_speed_tok_s"]["verdict"] == (
+        "fail")
+    assert figures["prefill_tok_s"]["verdict"] == "info"
+    [row] = [x for x in (folder / "summary.md").read_text().splitlines()
+             if x.startswith("| test_phone_meets_golden_floors | decode_tok_s |")]
+    assert row.endswith("| floor 1600 (SM8650 phone, -10% noise) | fail |"), row
+    html = (folder / "summary.html").read_text()
+    failed = [f["name"] for f in record["figures"] if f["verdict"] == "fail"]
+    assert failed == ["decode_tok_s", "inference_speed_tok_s"]  # nothing else was judged failed
+    assert html.count('data-verdict="fail"') == len(failed)
 
 
 def test_the_tolerance_is_qnn_perf_noise(run_perf) -> None:
     """Decode at 1560 tok/s, inference speed ~1500 (prefill 3.2 ms + decode 80 ms): within the
     default noise (10%) of the 1600 floor, not within 2%."""
-    within, [record] = run_perf(1560.0)
+    within, [record], _ = run_perf(1560.0)
     within.assert_outcomes(passed=1, skipped=3)
-    assert 1440 < record["values"]["inference_speed_tok_s"] < 1600, record["values"]
-    strict, _ = run_perf(1560.0, "--qnn-perf-noise", "0.02")
+    speed = _figures(record)["inference_speed_tok_s"]
+    assert 1440 < speed["value"] < 1600 and speed["verdict"] == "pass", speed
+    strict, _, _ = run_perf(1560.0, "--qnn-perf-noise", "0.02")
     strict.assert_outcomes(failed=1, skipped=3)
     strict.stdout.fnmatch_lines(["*inference_speed_tok_s 1*.* < floor 1600 (tolerance 2%)*"])

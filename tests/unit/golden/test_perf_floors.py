@@ -206,6 +206,25 @@ def test_check_applies_floor_and_the_callers_tolerance(golden_dir: Path) -> None
         g.with_floors("SM8650", "htp", {"ttft_s": 0.1}, "x")
 
 
+def test_judge_gives_each_floor_its_figure_with_the_floor_named(case) -> None:
+    """check()'s messages and judge()'s verdicts are one comparison: a phone figure below its
+    floor is a failed figure judged by ``floor 1600 (SM8650 phone, -10% noise)``."""
+    g = GoldenPerf("stories260k", WORKLOAD, {}).with_floors(
+        "SM8650", "htp", {"prefill_tok_s": None, "decode_tok_s": 1600}, "test floor")
+    [low] = g.judge("SM8650", "htp", {"prefill_tok_s": 2100, "decode_tok_s": 800}, 0.1)
+    assert (low.name, low.value, low.verdict, low.judge, low.rule, low.bound) == (
+        "decode_tok_s", 800, "fail", "floor 1600 (SM8650 phone, -10% noise)", "phone-floor", 1600)
+    assert low.context["vs_floor"] == 0.5
+    [ok] = g.judge("SM8650", "htp", {"decode_tok_s": 1441}, 0.1)
+    assert ok.verdict == "pass" and g.check("SM8650", "htp", {"decode_tok_s": 1441}, 0.1) == []
+    [missing] = g.judge("SM8650", "htp", {}, 0.1)
+    assert missing.verdict == "fail" and missing.value is None
+    assert g.judge("SM8750", "htp", {"decode_tok_s": 1.0}, 0.1) == []  # no floors: nothing judged
+    wrong = GoldenWorkload("Once", 128, {"prefill_ar_len": 16}, "w")
+    [build] = wrong.judge_build(case, "g.json")
+    assert build.verdict == "fail" and build.judge == "the floors' build (g.json)"
+
+
 def _bumped(decode: float) -> GoldenPerf:
     g = load_golden(REL)
     return g.with_floors("SM8650", "htp", {"decode_tok_s": decode}, "measured on R5CX (test)")

@@ -147,3 +147,19 @@ def test_ab_gate_rejects_bad_counts() -> None:
     with pytest.raises(ValueError, match="rounds >= 1"):
         ab_gate(Interleaved(m.runner("A", 0.001), m.runner("B", 0.001)), rounds=0, floor=0.9,
                 minimum=NO_MINIMUM)
+
+
+def test_a_verdict_is_the_report_row_it_judged() -> None:
+    """B/A, its bounds, the floor, the rounds and the verdict: one row from the verdict itself;
+    inconclusive stays inconclusive (never a pass)."""
+    passed = relative_gate([100.0] * 6, [99.0, 100.0, 101.0, 99.5, 100.5, 100.0], floor=0.9)
+    row = passed.figure("decode_tok_s", "legacy", "new")
+    assert (row.name, row.verdict, row.judge, row.bound, row.rule) == (
+        "decode_tok_s_ratio", "pass", "B/A ≥ 0.9 at 95%", 0.9, "ratio")
+    assert row.value == round(passed.ratio, 4) and row.context["rounds"] == 6
+    assert row.context["low"] == round(passed.low, 4) >= 0.9
+    assert row.context["median_legacy"] == 100.0 and row.label == "decode_tok_s B/A (new vs legacy)"
+    few = relative_gate([100.0] * 3, [99.0] * 3, floor=0.9).figure("decode_tok_s", "a", "b")
+    assert few.verdict == "inconclusive" and few.failed and few.context["high"] is None
+    slow = relative_gate([100.0] * 6, [50.0] * 6, floor=0.9).figure("decode_tok_s", "a", "b")
+    assert slow.verdict == "fail"

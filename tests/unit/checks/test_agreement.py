@@ -1,0 +1,91 @@
+"""The gate's and smoke's accuracy checks as Check rows: each passes on agreeing inputs, fails on
+the broken thing it guards, and becomes a report figure carrying the same verdict and its judge."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from pytest_qnn_genai.checks import agreement, parity
+from pytest_qnn_genai.checks.parity import Check
+
+RNG = np.random.default_rng(0)
+FP32 = RNG.normal(size=(24, 64))
+TOKENS = [int(t) for t in np.argmax(FP32, axis=1)]
+
+
+def _verdicts(checks: list[Check]) -> list[str]:
+    return [c.figure().verdict for c in checks]
+
+
+def test_check_figure_carries_value_reference_judge_and_verdict() -> None:
+    ok = Check("logits SQNR dB", "ref", 41.6, "floor 30", ok=True, judge="≥ 30 dB", name="sqnr_db",
+               bound=30.0, rule="at-least", better="higher")
+    f = ok.figure()
+    assert (f.name, f.value, f.reference, f.verdict, f.judge, f.bound, f.label) == (
+        "sqnr_db", 41.6, "ref", "pass", "≥ 30 dB", 30.0, "logits SQNR dB")
+    assert f.context == {"delta": "floor 30"}
+    assert Check("x", 1, 2, ok=False, judge="same as legacy").figure().verdict == "fail"
+    assert Check("build s", 1.0, 2.0, info=True).figure().verdict == "info"
+    with pytest.raises(ValueError, match="names no judge"):  # a verdict must name its judge
+        Check("x", 1, 2, ok=True).figure()
+
+
+def test_every_parity_row_names_its_judge() -> None:
+    a = parity.Signature(("kv_forward", "prefill_forward"), {}, {"get_max_seq_len": 128}, 10)
+    rows = [*parity.compare_signatures(a, a), parity.compare_pte_size(1000, 1100),
+            *parity.compare_compile_options({"soc": "SM8650"}, {"soc": "SM8750"})]
+    judged = [r.figure() for r in rows]  # raises if a judged row had no judge
+    assert all(f.judge for f in judged)
+    assert [f.verdict for f in judged][-2:] == ["fail", "fail"]  # 10 % bigger; another SoC
+
+
+def test_qdq_keeps_fp32() -> None:
+    assert _verdicts(agreement.qdq_keeps_fp32(FP32, FP32 + 0.01, 15.0, 0.9)) == ["pass", "pass"]
+    noisy = FP32 + RNG.normal(scale=1.0, size=FP32.shape)  # ~0 dB, argmax scrambled
+    checks = agreement.qdq_keeps_fp32(FP32, noisy, 15.0, 0.9)
+    assert _verdicts(checks) == ["fail", "fail"]
+    assert [c.figure().judge for c in checks] == ["≥ 15 dB", "≥ 0.9 of steps"]
+
+
+def test_target_runs_qdq() -> None:
+    good = agreement.target_runs_qdq(FP32, FP32 + 1e-4, TOKENS, 0.995, 30.0)
+    assert _verdicts(good) == ["pass", "pass", "pass"]
+    other = list(TOKENS)
+    other[5] = (other[5] + 1) % 64
+    off = agreement.target_runs_qdq(FP32, FP32 * -1, other, 0.995, 30.0)
+    assert _verdicts(off) == ["fail", "fail", "fail"]
+    assert off[2].delta == "first differs at step 5"  # vs the QDQ graph's greedy path
+
+
+def test_keeps_reference_and_same_model() -> None:
+    got = {"sqnr_db": 14.0, "greedy_agreement": 0.95, "steps": 48}
+    assert _verdicts(agreement.keeps_reference(got, "transformers", 15.0, 0.9, "t")) == [
+        "fail", "pass"]
+    assert _verdicts(agreement.same_model(FP32, FP32 + 1e-6, 1e-3, "transformers", "f")) == [
+        "pass", "pass"]
+    assert _verdicts(agreement.same_model(FP32, FP32 + 1e-2, 1e-3, "transformers", "f"))[0] == (
+        "fail")
+
+
+def test_not_degenerate_and_pte_size() -> None:
+    assert _verdicts(agreement.not_degenerate(list(range(48)), 48)) == ["pass", "pass"]
+    assert _verdicts(agreement.not_degenerate([7] * 48, 48)) == ["pass", "fail"]  # a loop
+    assert _verdicts(agreement.not_degenerate([1, 2, 3], 48)) == ["fail", "pass"]  # too short
+    assert agreement.pte_size(1_354_368, 2_020_000, "upstream").figure().verdict == "pass"
+    big = agreement.pte_size(2_020_001, 2_020_000, "upstream").figure()
+    assert big.verdict == "fail" and big.judge == "≤ 2020000 bytes (upstream)"
+
+
+def test_smoke_checks() -> None:
+    qdq = np.linspace(-1, 1, 100)
+    step = 2 / 65535
+    assert agreement.within_steps(qdq, qdq + 3 * step, 16, 8).ok
+    assert not agreement.within_steps(qdq, qdq + 9 * step, 16, 8).ok
+    fp32 = np.sin(np.arange(100.0))
+    q = fp32 + 0.1 * np.cos(np.arange(100.0))
+    assert all(c.ok for c in agreement.loses_no_more(fp32, q, q, 0.5, 10.0))
+    worse = agreement.loses_no_more(fp32, q, fp32 + 0.2 * np.cos(np.arange(100.0)), 0.5, 10.0)
+    assert _verdicts(worse) == ["pass", "fail"]
+    assert not agreement.loses_no_more(fp32, np.zeros(100), fp32, 0.5, 10.0)[0].ok  # broken QDQ
+    assert agreement.close_to_fp32(fp32, fp32 + 1e-4, 40.0).ok
+    assert not agreement.close_to_fp32(fp32, fp32 + 0.1, 40.0).ok
