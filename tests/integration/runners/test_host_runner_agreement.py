@@ -59,12 +59,13 @@ def test_host_runner_matches_upstreams(qnn_pipeline, qnn_sdk, sm8650_emulator, s
     pte = qnn_pipeline.pte(case, sm8650_emulator).pte
     tokenizer = load_tokenizer(case.path("tokenizer_model"))
     version = qnn_pipeline.decoder_model_version(case)
-    ids = encode(tokenizer, prompt)
     host = HybridRunner(pte)
-    n = new if new is not None else host.context_len - len(ids)
+    ids = encode(tokenizer, prompt)[:host.max_prompt_len]  # as the perf workload is fitted
+    n = min(new or host.context_len, host.context_len - len(ids))
     mine = host.generate(ids, n, eos_ids=stop_ids(tokenizer, version))
     theirs = session.generate(pte, case.path("tokenizer_model"), case.path("tokenizer_bin"),
-                              prompt, n, TARGET, logits=True, decoder_model_version=version)
+                              prompt, n, TARGET, logits=True, decoder_model_version=version,
+                              prompt_ids=ids)
     assert theirs.prompt_tokens == ids
     assert len(mine.tokens) == len(theirs.tokens) == theirs.perf.generated_tokens
     assert mine.tokens == theirs.tokens
