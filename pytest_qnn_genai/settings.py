@@ -13,9 +13,13 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pytest_qnn_genai import targets
 from pytest_qnn_genai.targets import SocSpec
+
+if TYPE_CHECKING:
+    from pytest_qnn_genai.shards import Shard
 
 CACHE_DIR_ENV = "QNN_GENAI_CACHE_DIR"
 
@@ -44,6 +48,7 @@ class Settings:
     remote_cache: str | None
     rebuild: bool
     models: tuple[str, ...]
+    shard: Shard | None  # --qnn-shard K/N
     nightly: bool
     update_golden: bool
     golden_dir: Path

@@ -51,6 +51,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         config.stash[SESSION].modify_items(items)
 
 
+def pytest_report_collectionfinish(config: pytest.Config) -> str | None:
+    """``--qnn-shard``: what this shard took, under "collected N items" (without xdist; its
+    controller collects nothing, so the line is in the summary at the end)."""
+    shard = config.stash[SESSION].shard if SESSION in config.stash else None
+    return shard.line() if shard is not None else None
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None],
                               ) -> Generator[None, pytest.TestReport, pytest.TestReport]:

@@ -20,6 +20,7 @@ import pytest
 
 from pytest_qnn_genai import targets
 from pytest_qnn_genai.settings import Settings, default_cache_dir
+from pytest_qnn_genai.shards import Shard, ShardError
 from pytest_qnn_genai.targets import SocSpec
 
 Raw = str | bool | Sequence[str] | None
@@ -120,6 +121,16 @@ def _cache_dir(raw: Raw, knob: Knob, ctx: Context) -> Path:
     return _path(raw, knob, ctx) or default_cache_dir(ctx.environ, explicit=False).resolve()
 
 
+def _shard(raw: Raw, knob: Knob, ctx: Context) -> Shard | None:
+    """``K/N``: this run is shard K of N (:mod:`pytest_qnn_genai.shards`), or None."""
+    if raw in (None, ""):
+        return None
+    try:
+        return Shard.parse(str(raw))
+    except ShardError as e:
+        raise OptionError(str(e)) from None
+
+
 def _remote_url(raw: Raw, knob: Knob, ctx: Context) -> str | None:
     """A remote cache URL the installed packages can open (checked now, no network traffic)."""
     url = _text(raw, knob, ctx)
@@ -214,6 +225,10 @@ KNOBS: tuple[Knob, ...] = (
          False, kind="bool"),
     Knob("models", "models", "model cases to run, comma separated (default: all registered)",
          _names, kind="list", metavar="NAME,..."),
+    Knob("qnn_shard", "shard", "run shard K of N: a deterministic share of the model case x "
+         "target combinations, each case x SoC-backend's builds on one shard (tests without a "
+         "combination on shard 1); merge the shards' --qnn-report folders with python -m "
+         "pytest_qnn_genai.report merge", _shard, metavar="K/N"),
     Knob("nightly", "nightly", "also run tests marked nightly", _flag, False, kind="bool"),
     Knob("qnn_update_golden", "update_golden", "rewrite golden files (continuations, perf "
          "floors) from this run, printing the diff", _flag, False, kind="bool"),

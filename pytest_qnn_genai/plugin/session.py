@@ -29,6 +29,7 @@ from pytest_qnn_genai.plugin import marks, options
 from pytest_qnn_genai.report.results import Header, Record, ResultsFile, ResultsFileError
 from pytest_qnn_genai.sdk import QnnSdk, SdkError, activate, resolve_sdk
 from pytest_qnn_genai.sdk.versions import dist_version, stack
+from pytest_qnn_genai.shards import Selection
 
 if TYPE_CHECKING:
     from pytest_qnn_genai.report.diff import FigureDiff
@@ -80,6 +81,7 @@ class QnnSession:
         # (report folder, files written, diffs against the baseline), once the run has ended
         self.report: tuple[Path | None, list[Path], list[FigureDiff]] | None = None
         self.devices_checked = False
+        self.shard: Selection | None = None  # --qnn-shard: what this shard took (xdist: merged)
         if self.workers and not self.is_worker:  # xdist workers cannot report a usage error:
             self.require_sdk()                   # the controller checks now (it collects nothing)
             if self.settings.devices:
@@ -167,6 +169,10 @@ class QnnSession:
             reason = marks.skip_reason(item, self.settings)
             if reason:
                 item.add_marker(pytest.mark.skip(reason=reason))
+        if self.settings.shard is not None:  # after the skips: they weigh nothing
+            from pytest_qnn_genai.plugin.shard import select
+
+            self.shard = select(items, self.settings.shard, self.config)
         if any(_needs_qnn(item) for item in items):
             self.require_sdk()
         if self.is_worker:
@@ -244,7 +250,8 @@ class QnnSession:
         """What a worker ships to the controller at its end."""
         return {"cache_stats": self.cache_stats().to_dict(), "parity_rows": self.parity.to_dicts(),
                 "records": [] if self._results is None else
-                [r.to_dict() for r in self._results.records]}
+                [r.to_dict() for r in self._results.records],
+                "shard": None if self.shard is None else self.shard.to_dict()}
 
     def merge_worker(self, payload: dict | None) -> None:
         """Fold one worker's payload into the controller's state."""
@@ -252,6 +259,8 @@ class QnnSession:
             return
         self.worker_stats.merge(payload["cache_stats"])
         self.parity.merge(payload["parity_rows"])
+        if payload.get("shard"):  # every worker selected the same
+            self.shard = Selection.from_dict(payload["shard"])
         for data in payload["records"]:  # (the results header resolves the SDK)
             self.results.add(Record.from_dict(data))
 
@@ -288,8 +297,11 @@ class QnnSession:
                     "ab_pairs": [f"{a}:{b}" for a, b in s.ab_pairs]}
         cases = {c.name: {k: getattr(c, k) for k in RUNTIME_FIELDS}
                  for c in registry.select(list(s.models))}
-        return collect(self.results.header.versions, git_state(self.config.rootpath), settings,
-                       cases, self.cache_stats().used.values())
+        found = collect(self.results.header.versions, git_state(self.config.rootpath), settings,
+                        cases, self.cache_stats().used.values())
+        if self.shard is not None:  # the merge checks the shards against each other with it
+            found["shard"] = self.shard.to_dict()
+        return found
 
     def write_report(self) -> None:
         """Diffs against ``--qnn-compare-to`` and the ``--qnn-report`` folder (computed once)."""
@@ -309,6 +321,9 @@ class QnnSession:
 
     def terminal_summary(self, tr: pytest.TerminalReporter) -> None:
         """Cache statistics, the parity table, the perf diff and the report's files."""
+        if self.shard is not None and not self.is_worker:
+            tr.write_sep("-", "qnn-genai shard")
+            tr.write_line(self.shard.line())
         totals = self.cache_stats()
         if totals.active:
             url = self.settings.remote_cache

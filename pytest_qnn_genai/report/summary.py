@@ -133,6 +133,9 @@ def _facts(results: ResultsFile) -> Section:
             *((k, v) for k, v in sorted(h.versions.items())), ("harness commit", commit + dirty),
             ("artifacts used", str(len(h.fingerprint.get("artifacts", [])))),
             ("records", f"{len(results.records)} ({len(results.figures())} figures)")]
+    merged = h.fingerprint.get("merged")
+    if merged:  # a sharded run (report/merge.py): what each shard took
+        rows.append(("merged from", f"{merged['shards']} shards: " + "; ".join(merged["lines"])))
     return Section("Run", 2, [Table(["fact", "value"], [[Cell(k), Cell(str(v))] for k, v in rows])])
 
 

@@ -32,6 +32,8 @@ VALUE_KNOBS = [
     ("--qnn-remote-cache", "qnn_remote_cache", "QNN_GENAI_REMOTE_CACHE", "http://127.0.0.1:9/c",
      "remote_cache", "http://127.0.0.1:9/c"),
     ("--models", "qnn_models", "QNN_GENAI_MODELS", "stories260k", "models", ["stories260k"]),
+    # shard 1: the one test below has no model case x target, so it runs on shard 1 only
+    ("--qnn-shard", "qnn_shard", "QNN_GENAI_SHARD", "1/3", "shard", "1/3"),
     ("--qnn-golden-dir", "qnn_golden_dir", "QNN_GENAI_GOLDEN_DIR", "g2", "golden_dir", "g2"),
     ("--qnn-perf-noise", "qnn_perf_noise", "QNN_GENAI_PERF_NOISE", "0.2", "perf_noise", 0.2),
     ("--qnn-perf-min-tokens", "qnn_perf_min_tokens", "QNN_GENAI_PERF_MIN_TOKENS", "7",
