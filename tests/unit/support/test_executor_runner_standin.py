@@ -75,7 +75,9 @@ def test_executor_output_naming_and_perf(tmp_path):
                           np.full(6, 2, np.float32))
     assert np.array_equal(np.fromfile(tmp_path / "outputs/output_0_1.raw", np.int32),
                           np.arange(1, 5, dtype=np.int32))
-    assert float((tmp_path / "inference_speed.txt").read_text()) == pytest.approx(30, rel=0.05)
+    # one line's 3 runs of 10 simulated ms each (+ the real time they took): 30 ms, not divided
+    # by --iteration (10) nor summed over the 2 lines (60)
+    assert 30 <= float((tmp_path / "inference_speed.txt").read_text()) < 45
     assert "Total 2 inference took" in err
 
 
