@@ -18,6 +18,7 @@ import numpy as np
 from pytest_qnn_genai.cache import ArtifactCache, CacheEntry, code_digest
 from pytest_qnn_genai.flows.base import FLOW_NAMES, FlowArtifacts
 from pytest_qnn_genai.hybrid import CALIBRATION, QDQ, TEXT_DECODER
+from pytest_qnn_genai.models import families
 from pytest_qnn_genai.models.registry import ModelCase
 from pytest_qnn_genai.runtime.result import RunResult
 from pytest_qnn_genai.stages.reference import Reference
@@ -33,16 +34,21 @@ if TYPE_CHECKING:
     from pytest_qnn_genai.stages.quantize import QdqArtifacts
 
 # What builds each entry: the package modules whose code (and transitive package imports) goes
-# into its key, so an edit to the harness rebuilds what it shapes and nothing else.
+# into its key, so an edit to the harness rebuilds what it shapes and nothing else. The model
+# families are found at run time (no static import reaches them): they are roots of their own.
+FAMILIES = families.module_names()
 CODE = {
-    "quantize": ("pytest_qnn_genai.stages.quantize",),
+    "quantize": ("pytest_qnn_genai.stages.quantize", *FAMILIES),
     "compile": ("pytest_qnn_genai.stages.compile",),
     # the bootstrap installs the torchtune stand-in in llama.py's process (a string, not an import)
-    "legacy-build": ("pytest_qnn_genai.flows.legacy", "pytest_qnn_genai.compat.torchtune"),
+    "legacy-build": ("pytest_qnn_genai.flows.legacy", "pytest_qnn_genai.compat.torchtune",
+                     *FAMILIES),
     "genai-build": ("pytest_qnn_genai.flows.genai",),
     "smoke-lower": ("pytest_qnn_genai.flows.smoke",),
-    "fp32-reference": ("pytest_qnn_genai.stages.reference", "pytest_qnn_genai.stages.prepare"),
-    "qdq-logits": ("pytest_qnn_genai.stages.reference", "pytest_qnn_genai.stages.prepare"),
+    "fp32-reference": ("pytest_qnn_genai.stages.reference", "pytest_qnn_genai.stages.prepare",
+                       *FAMILIES),
+    "qdq-logits": ("pytest_qnn_genai.stages.reference", "pytest_qnn_genai.stages.prepare",
+                   *FAMILIES),
 }
 
 
