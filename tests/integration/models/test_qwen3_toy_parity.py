@@ -146,13 +146,14 @@ def test_the_family_calibrates_on_llama_py_s_tokens(case, llama_py) -> None:
     tok = qwen3.calibration_tokenizer(case)
     got = [qwen3.calibration_ids(case, tok, p) for p in case.calibration_prompts]
     assert [list(map(int, s)) for s in want.sequences] == got  # one chunk each: all < CTX
-    assert tok.decode(got[0]).startswith("<|im_start|>user\nOnce upon a time")
-    assert tok.decode(got[0]).endswith("<|im_end|>\n")
-    runtime = Path(wrapper.runtime_tokenizer_path)  # what llama.py hands qnn_llama_runner
-    assert runtime.name == "tokenizer.json"
     from pytest_qnn_genai.runtime.tokenizer import load_tokenizer
 
-    mine, theirs = load_tokenizer(case.path("tokenizer_bin")), load_tokenizer(runtime)
+    mine = load_tokenizer(case.path("tokenizer_bin"))
+    assert mine.decode(got[0]).startswith("<|im_start|>user\nOnce upon a time")  # no BOS
+    assert mine.decode(got[0]).endswith("<|im_end|>\n")  # add_generation_prompt=False
+    runtime = Path(wrapper.runtime_tokenizer_path)  # what llama.py hands qnn_llama_runner
+    assert runtime.name == "tokenizer.json"
+    theirs = load_tokenizer(runtime)
     text = "<|im_start|>user\nOnce upon a time<|im_end|>\n<|im_start|>assistant"
     assert mine.encode(text) == theirs.encode(text) and mine.vocab_size == theirs.vocab_size
 
