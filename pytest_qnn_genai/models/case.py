@@ -103,6 +103,7 @@ class ModelCase:
         changing the eval prompt or the token count rebuilds no model."""
         spec = {k: v for k, v in asdict(self).items()
                 if k not in ("folder", "variants", "packaged", *RUNTIME_FIELDS)}
+        spec.update({k: Path(getattr(self, k)).name for k in FILE_FIELDS})  # where: no matter
         spec["file_sha256"] = {role: file_sha256(p) for role, p in self.files().items()}
         return spec
 

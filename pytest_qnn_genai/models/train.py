@@ -58,6 +58,8 @@ class Config:
     threads: int = 1
     n_calibration: int = 8
     n_held_out: int = 256
+    name: str = ""  # the case's name ("": the toy's)
+    params: str = ""  # JSON of shape fields to change from the toy's (another shape, same family)
 
 
 def chat_story(tok: ToyTokenizer, story: str, n_words: int) -> list[int]:
@@ -107,12 +109,12 @@ def lr_at(step: int, cfg: Config) -> float:
     return cfg.min_lr + 0.5 * (cfg.lr - cfg.min_lr) * (1 + math.cos(math.pi * progress))
 
 
-def train_model(cfg: Config, toy: Toy,
-                data: dict[str, Stream]) -> tuple[torch.nn.Module, list[tuple[int, float]]]:
+def train_model(cfg: Config, toy: Toy, data: dict[str, Stream],
+                params: dict[str, Any]) -> tuple[torch.nn.Module, list[tuple[int, float]]]:
     """Train the toy's model; per batch a quarter of the windows start anywhere in the plain
     stream, a quarter (if there is a chat stream) at a chat story's start, the rest at a plain
     story's ``bos``. Returns the model and the mean train loss every 50 steps."""
-    model = toy.new_model()
+    model = toy.new_model(params)
     decay = [p for p in model.parameters() if p.dim() >= 2]
     rest = [p for p in model.parameters() if p.dim() < 2]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": cfg.weight_decay},
@@ -235,12 +237,14 @@ the assistant turn):
 
 Token ids: {same}
 """
-    return f"""# {toy.NAME} (trained by pytest-qnn-genai)
+    shape = f" --name {cfg.name} --params '{cfg.params}'" if cfg.params else ""
+    changed = f"\n\nThis case changes the toy's shape: `{cfg.params}`." if cfg.params else ""
+    return f"""# {cfg.name or toy.NAME} (trained by pytest-qnn-genai)
 
-{toy.describe()}
+{toy.describe()}{changed}
 
 {f['n_params']:,} parameters. Made by `python -m pytest_qnn_genai.models.train --family \
-{cfg.family} --out DIR --seed {cfg.seed} --steps {cfg.steps}`.
+{cfg.family} --out DIR --seed {cfg.seed} --steps {cfg.steps}{shape}`.
 
 ## Corpus
 - Generator: `pytest_qnn_genai.models.corpus.generate({cfg.n_stories}, seed={cfg.seed})` (no download)
@@ -275,6 +279,10 @@ def run(cfg: Config) -> dict[str, Any]:
     toy = families.all_families()[cfg.family].TOY
     if not cfg.steps:
         cfg = Config(**{**vars(cfg), "steps": toy.STEPS})
+    changes = json.loads(cfg.params) if cfg.params else {}
+    if "vocab_size" in changes:
+        raise ValueError("--params cannot change vocab_size: the tokenizer is the toy's")
+    params = {**toy.PARAMS, **changes}
     t0 = time.time()
     torch.manual_seed(cfg.seed)
     torch.set_num_threads(cfg.threads)
@@ -284,11 +292,11 @@ def run(cfg: Config) -> dict[str, Any]:
     tok = toy.train_tokenizer(stories, cfg.out)
     data = streams(tok, stories, cfg.seq_len, cfg.seed)
     t1 = time.time()
-    model, log = train_model(cfg, toy, data)
+    model, log = train_model(cfg, toy, data, params)
     train_seconds = time.time() - t1
-    toy.save(model, cfg.out)
-    (cfg.out / toy.CASE["params"]).write_text(json.dumps(toy.PARAMS) + "\n")
-    reference = toy.reference(cfg.out)  # the continuations come from the files as written
+    toy.save(model, cfg.out, params)
+    (cfg.out / toy.CASE["params"]).write_text(json.dumps(params) + "\n")
+    reference = toy.reference(cfg.out, params)  # the continuations come from the files written
 
     def logits(x: torch.Tensor) -> torch.Tensor:
         return toy.logits(reference, x)
@@ -298,8 +306,9 @@ def run(cfg: Config) -> dict[str, Any]:
     ids = greedy(logits, prompt_ids, EVAL_TOKENS, [tok.eos_id])
     chat_prompt = tok.chat(EVAL_PROMPT)
     chat = None if chat_prompt is None else greedy(logits, chat_prompt, EVAL_TOKENS, stops)
-    case = {**toy.CASE, "model_mode": "hybrid", "prefill_ar_len": 32, "max_seq_len": 128,
-            "max_context_len": 128, "eval_prompt": EVAL_PROMPT, "max_new_tokens": EVAL_TOKENS,
+    case = {**toy.CASE, "name": cfg.name or toy.NAME, "model_mode": "hybrid",
+            "prefill_ar_len": 32, "max_seq_len": 128, "max_context_len": 128,
+            "eval_prompt": EVAL_PROMPT, "max_new_tokens": EVAL_TOKENS,
             "calibration_prompts": calibration_prompts(tok, cfg.seed + 2, cfg.n_calibration),
             "variants": {"ar8": {"prefill_ar_len": 8}, "kv16": {"kv_io_bit_width": 16}}}
     if toy.CASE.get("kv_io_bit_width") == 16:  # the recipe's own KV IO is 16-bit already
@@ -332,7 +341,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--golden", type=Path, help="also write the fp32 continuation golden JSON here")
     defaults = Config(out=Path("."), family="")
     for name in ("seed", "n_stories", "steps", "batch", "seq_len", "lr", "min_lr", "warmup",
-                 "weight_decay", "threads", "n_calibration", "n_held_out"):
+                 "weight_decay", "threads", "n_calibration", "n_held_out", "name", "params"):
         value = getattr(defaults, name)
         ap.add_argument("--" + name.replace("_", "-"), type=type(value), default=value)
     args = vars(ap.parse_args(argv))

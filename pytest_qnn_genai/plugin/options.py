@@ -109,6 +109,11 @@ def _path(raw: Raw, knob: Knob, ctx: Context) -> Path | None:
     return None if raw in (None, "") else Path(str(raw)).expanduser().resolve()
 
 
+def _paths(raw: Raw, knob: Knob, ctx: Context) -> tuple[Path, ...]:
+    """Paths from the invocation directory, comma separated or repeated, repeats dropped."""
+    return tuple(dict.fromkeys(Path(p).expanduser().resolve() for p in _split(raw)))
+
+
 def _rooted_path(raw: Raw, knob: Knob, ctx: Context) -> Path:
     """A path relative to pytest's rootdir (golden files live in the repository)."""
     return (ctx.rootdir / Path(str(raw)).expanduser()).resolve()
@@ -201,6 +206,9 @@ KNOBS: tuple[Knob, ...] = (
          False, kind="bool"),
     Knob("models", "models", "model cases to run, comma separated (default: all registered)",
          _names, kind="list", metavar="NAME,..."),
+    Knob("qnn_cases", "case_dirs", "also run the model cases in DIR/*/case.json (files relative "
+         "to each case's folder; golden files in its golden/ if it has one), repeatable",
+         _paths, kind="list", metavar="DIR"),
     Knob("nightly", "nightly", "also run tests marked nightly", _flag, False, kind="bool"),
     Knob("qnn_update_golden", "update_golden", "rewrite golden files (continuations, perf "
          "floors) from this run, printing the diff", _flag, False, kind="bool"),
@@ -277,6 +285,7 @@ class Settings:
     cache_max_gb: float | None
     rebuild: bool
     models: tuple[str, ...]
+    case_dirs: tuple[Path, ...]
     nightly: bool
     update_golden: bool
     golden_dir: Path

@@ -81,19 +81,19 @@ class Toy(Protocol):
         """Train on ``stories`` and write the tokenizer file(s) into ``out``."""
         ...
 
-    def new_model(self) -> torch.nn.Module:
-        """A freshly initialised model (from torch's global seed)."""
+    def new_model(self, params: dict[str, Any]) -> torch.nn.Module:
+        """A freshly initialised model of shape ``params`` (from torch's global seed)."""
         ...
 
     def logits(self, model: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
         """``[B, T, vocab]`` logits for token ids ``x [B, T]``."""
         ...
 
-    def save(self, model: torch.nn.Module, out: Path) -> None:
-        """Write the trained weights (every layout the family's cases hold) and ``params.json``."""
+    def save(self, model: torch.nn.Module, out: Path, params: dict[str, Any]) -> None:
+        """Write the trained weights in every layout the family's cases hold."""
         ...
 
-    def reference(self, out: Path) -> torch.nn.Module:
+    def reference(self, out: Path, params: dict[str, Any]) -> torch.nn.Module:
         """The model read back from the files :meth:`save` wrote."""
         ...
 

@@ -301,20 +301,20 @@ class Toy:
         Llama2cTokenizer(str(model_file)).export(str(out / self.CASE["tokenizer_bin"]))
         return SentencePieceToyTokenizer(spm.SentencePieceProcessor(model_file=str(model_file)))
 
-    def new_model(self) -> nn.Module:
-        return Transformer(self.PARAMS)
+    def new_model(self, params: dict[str, Any]) -> nn.Module:
+        return Transformer(params)
 
     def logits(self, model: nn.Module, x: torch.Tensor) -> torch.Tensor:
         out: torch.Tensor = model(x)
         return out
 
-    def save(self, model: nn.Module, out: Path) -> None:
+    def save(self, model: nn.Module, out: Path, params: dict[str, Any]) -> None:
         assert isinstance(model, Transformer)
         save_checkpoint(model, out / self.CASE["checkpoint"])
 
-    def reference(self, out: Path) -> nn.Module:
-        model = Transformer(self.PARAMS)
-        model.load_state_dict(read_checkpoint(out / self.CASE["checkpoint"], self.PARAMS))
+    def reference(self, out: Path, params: dict[str, Any]) -> nn.Module:
+        model = Transformer(params)
+        model.load_state_dict(read_checkpoint(out / self.CASE["checkpoint"], params))
         return model.eval()
 
     def describe(self) -> str:

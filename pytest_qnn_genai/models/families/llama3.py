@@ -267,10 +267,10 @@ class Toy:
         assert tok.n_words == PARAMS["vocab_size"], tok.n_words
         return TiktokenToyTokenizer(tok)
 
-    def new_model(self) -> torch.nn.Module:
+    def new_model(self, params: dict[str, Any]) -> torch.nn.Module:
         from transformers import LlamaForCausalLM
 
-        config = hf_config(PARAMS)
+        config = hf_config(params)
         config._attn_implementation = "sdpa"
         return LlamaForCausalLM(config)
 
@@ -278,12 +278,12 @@ class Toy:
         out: torch.Tensor = model(input_ids=x).logits
         return out
 
-    def save(self, model: torch.nn.Module, out: Path) -> None:
-        meta = layouts.hf_to_meta(model.state_dict(), PARAMS)
+    def save(self, model: torch.nn.Module, out: Path, params: dict[str, Any]) -> None:
+        meta = layouts.hf_to_meta(model.state_dict(), params)
         save_checkpoint(meta, out / self.CASE["checkpoint"])
-        save_hf(meta, PARAMS, out)
+        save_hf(meta, params, out)
 
-    def reference(self, out: Path) -> torch.nn.Module:
+    def reference(self, out: Path, params: dict[str, Any]) -> torch.nn.Module:
         return load_hf(out)
 
     def describe(self) -> str:

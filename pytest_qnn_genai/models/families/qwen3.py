@@ -314,10 +314,10 @@ class Toy:
         assert tok.tok.get_vocab_size() == N_BASE + len(ADDED_TOKENS) <= PARAMS["vocab_size"]
         return tok
 
-    def new_model(self) -> torch.nn.Module:
+    def new_model(self, params: dict[str, Any]) -> torch.nn.Module:
         from transformers import Qwen3ForCausalLM
 
-        config = hf_config(PARAMS)
+        config = hf_config(params)
         config._attn_implementation = "sdpa"
         return Qwen3ForCausalLM(config)
 
@@ -325,7 +325,7 @@ class Toy:
         out: torch.Tensor = model(input_ids=x).logits
         return out
 
-    def save(self, model: torch.nn.Module, out: Path) -> None:
+    def save(self, model: torch.nn.Module, out: Path, params: dict[str, Any]) -> None:
         from transformers import PreTrainedModel
 
         assert isinstance(model, PreTrainedModel)
@@ -334,7 +334,7 @@ class Toy:
         (out / "generation_config.json").unlink(missing_ok=True)
         (out / "model.safetensors").chmod(0o644)  # safetensors writes 0600
 
-    def reference(self, out: Path) -> torch.nn.Module:
+    def reference(self, out: Path, params: dict[str, Any]) -> torch.nn.Module:
         return load_hf(out)
 
     def describe(self) -> str:

@@ -133,3 +133,17 @@ def test_a_family_no_module_serves_is_one_line(tmp_path: Path) -> None:
 def test_a_folder_without_cases_is_one_line(tmp_path: Path) -> None:
     _one_line([tmp_path / "nowhere"], "does not exist")
     _one_line([tmp_path], "holds no */case.json")
+
+
+def test_where_a_case_keeps_its_files_is_not_part_of_its_build_key(tmp_path: Path) -> None:
+    folder = _outside(tmp_path / "a")
+    shipped = registry.available()["stories260k"]
+    before = load_cases([tmp_path / "a"])["mine"].build_fingerprint()
+    assert {**before, "name": "stories260k"} == shipped.build_fingerprint()
+    kept = tmp_path / "weights" / "elsewhere.pt"  # an absolute path, another file name
+    kept.parent.mkdir()
+    (folder / "stories260K.pt").rename(kept)
+    _edit(folder, checkpoint=str(kept))
+    moved = load_cases([tmp_path / "a"])["mine"].build_fingerprint()
+    assert moved["file_sha256"] == before["file_sha256"]
+    assert moved["checkpoint"] == "elsewhere.pt"  # the name, never the folder it sits in

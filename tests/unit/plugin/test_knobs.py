@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import shutil
 from pathlib import Path
 
 import pytest
 
+from pytest_qnn_genai.models import registry
 from pytest_qnn_genai.plugin.options import Settings
 
 pytestmark = pytest.mark.usefixtures("qnn_env")
@@ -52,6 +54,7 @@ PATH_KNOBS = [  # values are paths made by the test
     ("--qnn-sdk", "qnn_sdk", "QNN_GENAI_SDK", "qnn_sdk"),
     ("--qnn-cache-dir", "qnn_cache_dir", "QNN_GENAI_CACHE_DIR", "cache_dir"),
     ("--qnn-report", "qnn_report", "QNN_GENAI_REPORT", "report_dir"),
+    ("--qnn-cases", "qnn_cases", "QNN_GENAI_CASES", "case_dirs"),
 ]
 SWITCHES = [  # flag, ini key, environment variable, Settings field
     ("--qnn-rebuild", "qnn_rebuild", "QNN_GENAI_REBUILD", "rebuild"),
@@ -76,7 +79,11 @@ def test_every_settings_field_is_covered_here() -> None:
 def test_every_knob_in_every_form(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
                                   emulator_sdk_root: Path, tmp_path: Path, form: str) -> None:
     paths = {"qnn_sdk": str(emulator_sdk_root), "cache_dir": str(tmp_path / f"c-{form}"),
-             "report_dir": str(tmp_path / f"r-{form}")}
+             "report_dir": str(tmp_path / f"r-{form}"), "case_dirs": str(tmp_path / "cases")}
+    mine = tmp_path / "cases" / "mine"  # an outside case: a copy of a shipped one, renamed
+    shutil.copytree(registry.MODELS_DIR / "stories260k", mine)
+    spec = json.loads((mine / "case.json").read_text())
+    (mine / "case.json").write_text(json.dumps({**spec, "name": "mine"}))
     values = [(f, i, e, v) for f, i, e, v, _, _ in VALUE_KNOBS]
     values += [(f, i, e, paths[field]) for f, i, e, field in PATH_KNOBS]
     monkeypatch.delenv("QNN_GENAI_CACHE_DIR", raising=False)
@@ -106,7 +113,8 @@ def test_every_knob_in_every_form(pytester: pytest.Pytester, monkeypatch: pytest
         else:
             assert got[field] == expected, (form, flag, got[field])
     for flag, _, _, field in PATH_KNOBS:
-        assert Path(got[field]) == Path(paths[field]).resolve(), (form, flag)
+        value = got[field][0] if field == "case_dirs" else got[field]
+        assert Path(value) == Path(paths[field]).resolve(), (form, flag)
     for flag, _, _, field in SWITCHES:
         assert got[field] is True, (form, flag)
 

@@ -4,8 +4,6 @@ EOS (runner.cpp ``Runner::load``; llama.py's ``DECODER_MODEL_VERSION``, as upstr
 evaluator passes it)."""
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from pytest_qnn_genai.devices.workspace import DeviceWorkspace
