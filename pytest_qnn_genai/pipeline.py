@@ -20,6 +20,7 @@ from pytest_qnn_genai.cache import ArtifactCache, CacheEntry, code_digest
 from pytest_qnn_genai.flows import registry as flows
 from pytest_qnn_genai.flows.base import BuildRequest, Flow, FlowArtifacts
 from pytest_qnn_genai.hybrid import CALIBRATION
+from pytest_qnn_genai.models import families
 from pytest_qnn_genai.models.registry import ModelCase
 from pytest_qnn_genai.runtime.result import RunResult
 from pytest_qnn_genai.stages.reference import Reference
@@ -39,12 +40,16 @@ if TYPE_CHECKING:
 
 # What builds each entry that is not a flow's: the package modules whose code (and transitive
 # package imports) goes into its key, so an edit to the harness rebuilds what it shapes and nothing
-# else. A flow's entries are keyed by its own module and its ``Flow.code``.
+# else. A flow's entries are keyed by its own module and its ``Flow.code``. The model families are
+# found at run time (no static import reaches them): they are roots of their own.
+FAMILIES = families.module_names()
 CODE = {
-    "quantize": ("pytest_qnn_genai.stages.quantize",),
+    "quantize": ("pytest_qnn_genai.stages.quantize", *FAMILIES),
     "smoke-lower": ("pytest_qnn_genai.flows.smoke",),
-    "fp32-reference": ("pytest_qnn_genai.stages.reference", "pytest_qnn_genai.stages.prepare"),
-    "qdq-logits": ("pytest_qnn_genai.stages.reference", "pytest_qnn_genai.stages.prepare"),
+    "fp32-reference": ("pytest_qnn_genai.stages.reference", "pytest_qnn_genai.stages.prepare",
+                       *FAMILIES),
+    "qdq-logits": ("pytest_qnn_genai.stages.reference", "pytest_qnn_genai.stages.prepare",
+                   *FAMILIES),
     "runners-build": ("pytest_qnn_genai.runners.build",),
     "qdq-encodings": ("pytest_qnn_genai.checks.encodings",),
     "llm-config": ("pytest_qnn_genai.stages.recipe",),

@@ -10,6 +10,7 @@ graph.
 from __future__ import annotations
 
 import json
+import shutil
 import sys
 import time
 from dataclasses import dataclass
@@ -30,6 +31,8 @@ from pytest_qnn_genai.flows.llama_cli import (
     tail,
 )
 from pytest_qnn_genai.hybrid import QDQ, TEXT_DECODER
+from pytest_qnn_genai.models import families
+from pytest_qnn_genai.models.families import LegacyInputs
 from pytest_qnn_genai.models.registry import ModelCase
 from pytest_qnn_genai.targets import Target
 from pytest_qnn_genai.untyped import Json
@@ -84,18 +87,21 @@ def calibration_samples(case: ModelCase) -> list[dict[str, Json]]:
     return [{"messages": [{"role": "user", "content": p}]} for p in case.calibration_prompts]
 
 
+INPUTS_DIR = "llama-inputs"  # what a case's family lays out for llama.py (removed after the build)
+
+
 def legacy_argv(case: ModelCase, target: Target, out_dir: Path, calib_file: Path,
-                parser: LegacyParser | None = None) -> list[str]:
-    """The ``llama.py`` arguments for a compile-only build, checked against its parser."""
+                parser: LegacyParser | None = None,
+                inputs: LegacyInputs | None = None) -> list[str]:
+    """The ``llama.py`` arguments for a compile-only build, checked against its parser; the
+    weights and tokenizer flags are the case's family's (``inputs``, else laid out now)."""
     parser = parser or legacy_parser()
-    check_supported(case, target, parser)
+    inputs = inputs or case.family.legacy_inputs(case, out_dir / INPUTS_DIR)
+    check_supported(case, target, parser, inputs)
     args = ["--decoder_model", case.decoder_model, "--model_mode", case.model_mode,
             "--prefill_ar_len", str(case.prefill_ar_len), "--max_seq_len", str(case.max_seq_len),
             "--max_context_len", str(case.max_context_len), "--temperature", "0",
-            "--prompt", case.eval_prompt,
-            "--checkpoint", str(case.path("checkpoint")), "--params", str(case.path("params")),
-            "--tokenizer_model", str(case.path("tokenizer_model")),
-            *tokenizer_bin_args(case),
+            "--prompt", case.eval_prompt, *inputs.args,
             "--soc_model", target.soc.name, "--compile_only",
             "--build_folder", str(out_dir / "build-x86" if target.is_emulator else out_dir / "build"),
             "--artifact", str(out_dir), "--calib_samples", str(calib_file)]
@@ -104,16 +110,6 @@ def legacy_argv(case: ModelCase, target: Target, out_dir: Path, calib_file: Path
     if target.is_emulator:
         args.append("--enable_x86_64")
     return args
-
-
-def tokenizer_bin_args(case: ModelCase) -> list[str]:
-    """``--tokenizer_bin`` for the cases whose runner tokenizer is a separate file: llama.py's
-    ``TokenizerWrapper._init_tokenizer`` reads it for stories110m/stories260k (llama2.c's
-    ``tokenizer.bin``) and ignores it for ``llama3_2*``, whose runner reads the tiktoken
-    ``--tokenizer_model`` itself."""
-    if case.family == "llama3":
-        return []
-    return ["--tokenizer_bin", str(case.path("tokenizer_bin"))]
 
 
 def _require(parser: LegacyParser, flag: str, why: str) -> LegacyOption:
@@ -131,19 +127,19 @@ def _require_choice(parser: LegacyParser, flag: str, value: str, why: str) -> No
             f"{', '.join(map(str, opt.choices))}")
 
 
-def check_supported(case: ModelCase, target: Target, parser: LegacyParser) -> None:
+def check_supported(case: ModelCase, target: Target, parser: LegacyParser,
+                    inputs: LegacyInputs) -> None:
     """Raise :class:`UnsupportedLegacyConfig` for a combination ``llama.py`` cannot build."""
+    for flag in (a for a in inputs.args if a.startswith("--")):
+        _require(parser, flag, f"the {case.family.NAME} family's weights or tokenizer")
     for flag, why in (("--compile_only", "compile-only builds"),
                       ("--build_folder", "compile-only builds"),
                       ("--artifact", "the output folder"), ("--soc_model", "the target SoC"),
                       ("--prefill_ar_len", "hybrid shapes"), ("--max_seq_len", "hybrid shapes"),
                       ("--max_context_len", "hybrid shapes"), ("--temperature", "greedy decoding"),
-                      ("--prompt", "its required prompt"), ("--checkpoint", "the weights"),
-                      ("--params", "the model shape"), ("--tokenizer_model", "the tokenizer"),
+                      ("--prompt", "its required prompt"),
                       ("--calib_samples", "offline calibration")):
         _require(parser, flag, why)
-    if tokenizer_bin_args(case):
-        _require(parser, "--tokenizer_bin", "the runner's tokenizer")
     _require_choice(parser, "--decoder_model", case.decoder_model, f"model case {case.name}")
     _require_choice(parser, "--model_mode", case.model_mode, f"model case {case.name}")
     if target.is_emulator:
@@ -193,7 +189,9 @@ def build_legacy(case: ModelCase, target: Target, out_dir: Path, timeout_s: floa
     env = sdk_env(sdk_root)
     parser = legacy_parser(min(PROBE_TIMEOUT_S, timeout_s))
     calib = out_dir / "calib_samples.json"
-    args = legacy_argv(case, target, out_dir, calib, parser)
+    inputs = case.family.legacy_inputs(case, out_dir / INPUTS_DIR)
+    env.update(inputs.env)
+    args = legacy_argv(case, target, out_dir, calib, parser, inputs)
     calib.write_text(json.dumps(calibration_samples(case), indent=1))
     pte = out_dir / pte_filename(case)
     qdq = out_dir / "decode_qdq.pt2"
@@ -210,6 +208,7 @@ def build_legacy(case: ModelCase, target: Target, out_dir: Path, timeout_s: floa
         raise LegacyFlowError(
             f"legacy llama.py ({case.name}, {target.id}) failed with exit code {done.returncode} "
             f"after {done.wall_s:.0f}s. Last lines of {log}:\n{tail(log)}")
+    shutil.rmtree(out_dir / INPUTS_DIR, ignore_errors=True)  # links/copies of the case's files
     missing = [p.name for p in (pte, qdq) if not p.is_file()]
     if missing:
         found = sorted(p.name for p in out_dir.iterdir() if p.is_file())
@@ -227,8 +226,9 @@ class LegacyFlow(Flow):
 
     name = "legacy"
     stage = "legacy-build"
-    # the bootstrap installs the torchtune stand-in in llama.py's process (a string, not an import)
-    code = ("pytest_qnn_genai.compat.torchtune",)
+    # the bootstrap installs the torchtune stand-in in llama.py's process (a string, not an
+    # import); the model families are found at run time (no static import reaches them)
+    code = ("pytest_qnn_genai.compat.torchtune", *families.module_names())
 
     def key(self, case: ModelCase, target: Target) -> dict[str, object]:
         # --enable_x86_64 changes what llama.py builds (no shared buffer, no weight sharing)

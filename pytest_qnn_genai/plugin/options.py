@@ -112,6 +112,11 @@ def _path(raw: Raw, knob: Knob, ctx: Context) -> Path | None:
     return None if raw in (None, "") else Path(str(raw)).expanduser().resolve()
 
 
+def _paths(raw: Raw, knob: Knob, ctx: Context) -> tuple[Path, ...]:
+    """Paths from the invocation directory, comma separated or repeated, repeats dropped."""
+    return tuple(dict.fromkeys(Path(p).expanduser().resolve() for p in _split(raw)))
+
+
 def _rooted_path(raw: Raw, knob: Knob, ctx: Context) -> Path:
     """A path relative to pytest's rootdir (golden files live in the repository)."""
     return (ctx.rootdir / Path(str(raw)).expanduser()).resolve()
@@ -229,6 +234,9 @@ KNOBS: tuple[Knob, ...] = (
          "target combinations, each case x SoC-backend's builds on one shard (tests without a "
          "combination on shard 1); merge the shards' --qnn-report folders with python -m "
          "pytest_qnn_genai.report merge", _shard, metavar="K/N"),
+    Knob("qnn_cases", "case_dirs", "also run the model cases in DIR/*/case.json (files relative "
+         "to each case's folder; golden files in its golden/ if it has one), repeatable",
+         _paths, kind="list", metavar="DIR"),
     Knob("nightly", "nightly", "also run tests marked nightly", _flag, False, kind="bool"),
     Knob("qnn_update_golden", "update_golden", "rewrite golden files (continuations, perf "
          "floors) from this run, printing the diff", _flag, False, kind="bool"),

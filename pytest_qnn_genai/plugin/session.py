@@ -48,9 +48,10 @@ class QnnSession:
         self.config = config
         self.settings = options.resolve(config.getoption, config.getini, config.rootpath)
         try:
-            cases = registry.select(list(self.settings.models))
+            cases = registry.select(list(self.settings.models), self.settings.case_dirs)
         except registry.ModelCaseError as e:
-            raise pytest.UsageError(f"--models: {e}") from None
+            flags = "--models/--qnn-cases" if self.settings.case_dirs else "--models"
+            raise pytest.UsageError(f"{flags}: {e}") from None
         _check_ab_pairs(self.settings.ab_pairs, cases)
         _check_x86_runner(self.settings)
         try:  # cheap checks now; the emulator SDK is built only when a test needs QNN
@@ -151,7 +152,7 @@ class QnnSession:
         """Parametrise ``qnn_case`` by ``--models``, ``qnn_target`` by SoC × device and
         ``qnn_ab_pair`` by ``--qnn-ab``."""
         if "qnn_case" in metafunc.fixturenames:
-            cases = registry.select(list(self.settings.models))
+            cases = registry.select(list(self.settings.models), self.settings.case_dirs)
             metafunc.parametrize("qnn_case", cases, ids=[c.name for c in cases], scope="session")
         if "qnn_target" in metafunc.fixturenames:
             from pytest_qnn_genai.devices.setup import device_targets

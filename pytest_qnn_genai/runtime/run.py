@@ -46,7 +46,8 @@ def run(pte: Path, tokenizer_model: Path, prompt: str, target: Target,
 
     runner = HybridRunner(pte)
     tokenizer = load_tokenizer(tokenizer_model)
-    if tokenizer.vocab_size != runner.vocab_size:
+    if tokenizer.vocab_size > runner.vocab_size:  # fewer is fine: the runner scores the
+        # program's vocabulary (runner.cpp: "runtime vocab_size might be different, use output")
         raise RunStageError(f"tokenizer {Path(tokenizer_model).name} has {tokenizer.vocab_size} "
                             f"pieces but {Path(pte).name} has vocabulary {runner.vocab_size}")
     prompt_ids = encode(tokenizer, prompt)  # BOS and EOS from the tokenizer, as the C++ runner

@@ -1,13 +1,18 @@
 """The case's tokenizer as the runners use it: load, encode with BOS, decode, EOS piece.
 
-Two families, told apart by the file as upstream's ``pytorch_tokenizers.get_tokenizer`` tells
-them (a SentencePiece model, else tiktoken ranks):
+Three formats, told apart by the file as ``qnn_llama_runner``'s ``llm::load_tokenizer`` tells them
+(a Hugging Face ``tokenizer.json``, else tiktoken ranks, else a SentencePiece model):
 
 - SentencePiece ``tokenizer.model`` (llama2.c / stories260k). The C++ ``qnn_llama_runner`` reads
   the llama2.c ``tokenizer.bin`` made from it; the host side reads the same vocabulary here.
 - tiktoken ranks (Llama 3: ``base64 rank`` lines) plus the Llama 3 special tokens, read through
   ``pytorch_tokenizers.TiktokenTokenizer``, the class ``llama.py`` asserts for llama3 models and
   whose ranks and specials are what the C++ ``Tiktoken`` of the runner loads.
+- a Hugging Face ``tokenizer.json`` (Qwen3), read by Hugging Face's ``tokenizers`` (what
+  ``pytorch_tokenizers.HuggingFaceTokenizer`` uses) with the C++ ``HFTokenizer``'s rules of
+  pytorch_tokenizers 1.5 (the runner's, measured through its ``CppHFTokenizer`` binding): a
+  prompt gets only what the file's post-processor adds (Qwen's adds no BOS), and loaded from the
+  file alone, with no ``tokenizer_config.json`` read, its BOS and EOS ids are 0.
 
 A continuation is decoded as it follows the prompt, so the leading space SentencePiece drops at
 the start of a text is kept, as the runner prints it.
@@ -28,6 +33,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from pytorch_tokenizers import TiktokenTokenizer
     from sentencepiece import SentencePieceProcessor
+    from tokenizers import Tokenizer
 
 _TIKTOKEN_LINE = re.compile(rb"^[A-Za-z0-9+/]+=* \d+\r?\n")
 
@@ -115,7 +121,51 @@ class LlamaTiktokenTokenizer:
         return ids[0]
 
 
-CaseTokenizer = SentencePieceTokenizer | LlamaTiktokenTokenizer
+@dataclass(frozen=True)
+class HuggingFaceJsonTokenizer:
+    """A Hugging Face ``tokenizer.json`` as the runner's C++ ``HFTokenizer`` reads the file."""
+
+    tok: Tokenizer
+    family = "huggingface"
+    bos_id = 0  # HFTokenizer::load(file): no config read, bos_tok_/eos_tok_ stay 0
+    eos_id = 0
+
+    @property
+    def vocab_size(self) -> int:
+        return int(self.tok.get_vocab_size(with_added_tokens=True))
+
+    def encode(self, text: str) -> list[int]:
+        """Ids of ``text``, nothing added (special-token text in it is parsed as specials)."""
+        return list(self.tok.encode(text, add_special_tokens=False).ids)
+
+    def prompt(self, text: str) -> list[int]:
+        """``encode(text, bos=1, eos=0)``: what the file's post-processor adds, nothing else."""
+        return list(self.tok.encode(text, add_special_tokens=True).ids)
+
+    def decode(self, ids: list[int]) -> str:
+        return str(self.tok.decode(list(ids), skip_special_tokens=False))
+
+    def piece(self, token: int) -> str:
+        return self.decode([token])
+
+    def id_of(self, piece: str) -> int:
+        """The id of an added token's text, or of text that is one token."""
+        token = self.tok.token_to_id(piece)
+        if token is not None:
+            return int(token)
+        ids = self.encode(piece)
+        if len(ids) != 1:
+            raise TokenizerError(f"{piece!r} is not one token of this tokenizer: {ids}")
+        return ids[0]
+
+
+CaseTokenizer = SentencePieceTokenizer | LlamaTiktokenTokenizer | HuggingFaceJsonTokenizer
+
+
+def is_json(path: Path) -> bool:
+    """Whether ``path`` starts like a JSON object (a Hugging Face ``tokenizer.json``)."""
+    with open(path, "rb") as f:
+        return f.read(64).lstrip().startswith(b"{")
 
 
 def is_tiktoken(path: Path) -> bool:
@@ -125,10 +175,18 @@ def is_tiktoken(path: Path) -> bool:
 
 
 def load_tokenizer(path: Path) -> CaseTokenizer:
-    """The tokenizer at ``path``, of either family."""
+    """The tokenizer at ``path``, in whichever format it is."""
     path = Path(path)
     if not path.is_file():
         raise TokenizerError(f"tokenizer model {path} does not exist")
+    if is_json(path):
+        from tokenizers import Tokenizer
+
+        try:
+            return HuggingFaceJsonTokenizer(Tokenizer.from_file(str(path)))
+        except Exception as e:  # noqa: BLE001 - tokenizers raises its own Exception type
+            raise TokenizerError(f"tokenizer model {path} is not a Hugging Face tokenizer.json: "
+                                 f"{str(e).splitlines()[0] if str(e) else e}") from None
     if is_tiktoken(path):
         from pytorch_tokenizers import TiktokenTokenizer
 
@@ -170,7 +228,10 @@ def stop_ids(tokenizer: CaseTokenizer, decoder_model_version: str | None) -> fro
 
 
 def encode(tokenizer: CaseTokenizer, prompt: str) -> list[int]:
-    """``[bos] + ids`` of ``prompt``, BOS from the tokenizer as qnn_llama_runner takes it."""
+    """The ids qnn_llama_runner feeds for ``prompt`` (``encode(prompt, 1, 0)``): ``[bos] + ids``,
+    BOS from the tokenizer; a Hugging Face tokenizer adds what its post-processor adds."""
+    if isinstance(tokenizer, HuggingFaceJsonTokenizer):
+        return tokenizer.prompt(prompt)
     bos = tokenizer.bos_id
     return ([bos] if bos >= 0 else []) + tokenizer.encode(prompt)
 

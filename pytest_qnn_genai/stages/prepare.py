@@ -1,8 +1,10 @@
 """Stage 1, prepare: a model case → eager fp32 static-LLaMA graphs, tokenizer and example inputs.
 
 This builds what the legacy flow's ``TextDecoder._prepare_model`` builds (executorch's
-``static_llama.LlamaModel`` with the checkpoint's wq/wk rows permuted for half-split RoPE,
-attention/feed-forward/linear layers rewritten as 1x1 convs), once per graph:
+``static_llama.LlamaModel`` loaded with the state dict the case's family reads, wq/wk rows
+permuted for half-split RoPE where the model config says ``transform_weight``, masked softmax
+where it says ``masked_softmax`` and the QNN SDK is 2.35 or newer, attention/feed-forward/linear
+layers rewritten as 1x1 convs), once per graph:
 
 - ``prefill_forward``: AR = ``case.prefill_ar_len``, a KV cache of ``max_context_len - AR`` slots;
 - ``kv_forward``: AR = 1 (the decode graph);
@@ -11,7 +13,6 @@ attention/feed-forward/linear layers rewritten as 1x1 convs), once per graph:
 """
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,28 +21,44 @@ import torch
 
 from pytest_qnn_genai.compat import llama_example
 from pytest_qnn_genai.hybrid import CALIBRATION, DECODE, PREFILL
+from pytest_qnn_genai.models import layouts
 from pytest_qnn_genai.models.registry import ModelCase
+from pytest_qnn_genai.sdk import require_active
+
+MASKED_SOFTMAX_MIN_QNN = "2.35"  # process_model_args: older SDKs get the feature turned off
 
 
 class UnsupportedCaseError(ValueError):
     """A model case needs a legacy-flow feature the staged flow does not implement."""
 
 
+# llama.py model-config features this flow does not build: (attribute, the value it can build,
+# what the feature is). Each is one line naming the feature (README: "What llama.py builds and
+# the staged flow does not").
+UNBUILT_CONFIG = (
+    ("num_sharding", 1, "graph sharding (llama.py's SplitGraph pass)"),
+    ("r1", False, "SpinQuant R1"), ("r2", False, "SpinQuant R2"),
+    ("r3", False, "SpinQuant R3 Hadamard rotation"),
+)
+
+
 def check_case(case: ModelCase) -> None:
     """Refuse cases whose legacy config needs more than this flow does (plain LlamaModel,
-    hybrid mode, one shard, no masked softmax / SpinQuant, wq/wk permuted)."""
+    hybrid mode, one shard, no SpinQuant, no partial rotary with transformed weights): one line
+    naming each feature."""
     llama_pkg = llama_example.package()
     config = llama_pkg.SUPPORTED_LLM_MODELS.get(case.decoder_model)
     problems = [] if config else [f"decoder_model {case.decoder_model!r} is unknown to executorch"]
     if config:
-        wanted = {"num_sharding": 1, "masked_softmax": False, "r1": False, "r2": False,
-                  "r3": False, "transform_weight": True}
-        problems += [f"{k}={getattr(config, k)!r}" for k, v in wanted.items()
-                     if getattr(config, k) != v]
+        problems += [f"{what} ({attr}={getattr(config, attr)!r})"
+                     for attr, ok, what in UNBUILT_CONFIG if getattr(config, attr) != ok]
         if case.decoder_model in llama_pkg.LLM_VARIANT_ARCHS:
-            problems.append("a LlamaModel variant architecture")
+            arch = llama_pkg.LLM_VARIANT_ARCHS[case.decoder_model].__name__
+            problems.append(f"a LlamaModel variant architecture ({arch})")
+        if config.transform_weight and case.params_dict.get("partial_rotary_factor", 1.0) != 1.0:
+            problems.append("transform_weight with partial_rotary_factor < 1")
     if case.model_mode != "hybrid":
-        problems.append(f"model_mode {case.model_mode!r}")
+        problems.append(f"model_mode {case.model_mode!r} (only hybrid: prefill + kv graphs)")
     if problems:
         raise UnsupportedCaseError(f"{case.name}: the staged flow does not support "
                                    f"{', '.join(problems)}")
@@ -50,6 +67,18 @@ def check_case(case: ModelCase) -> None:
 def graph_ar_len(case: ModelCase, graph: str) -> int:
     """Tokens per call of ``graph``."""
     return {PREFILL: case.prefill_ar_len, DECODE: 1, CALIBRATION: case.max_context_len}[graph]
+
+
+def masked_softmax(case: ModelCase) -> bool:
+    """Whether llama.py builds ``case`` with masked softmax: its model config asks for it and
+    the QNN SDK (``QNN_SDK_ROOT``, as executorch reads it) is 2.35 or newer. Without an
+    active SDK llama.py would decide "older"; here that is an error, not a silent difference."""
+    if not llama_example.package().SUPPORTED_LLM_MODELS[case.decoder_model].masked_softmax:
+        return False
+    require_active(f"{case.name}: deciding masked softmax as llama.py does (by the SDK version)")
+    from executorch.backends.qualcomm.utils.check_qnn_version import is_qnn_sdk_version_less_than
+
+    return not is_qnn_sdk_version_less_than(MASKED_SOFTMAX_MIN_QNN)
 
 
 def _model_args(case: ModelCase, graph: str) -> Any:
@@ -63,6 +92,8 @@ def _model_args(case: ModelCase, graph: str) -> Any:
     args.enable_r3 = False
     args.ar_len = ar_len
     args.kv_io_bit_width = case.kv_io_bit_width
+    if llama_example.package().SUPPORTED_LLM_MODELS[case.decoder_model].masked_softmax:
+        args.enable_masked_softmax = masked_softmax(case)
     return args
 
 
@@ -102,16 +133,21 @@ class PreparedModel:
     graph_metadata: dict[str, dict[str, Any]]  # get_metadata() of every graph
     graphs: dict[str, torch.nn.Module]
     example_inputs: dict[str, tuple]
-    tokenizer: Any  # pytorch_tokenizers Llama2cTokenizer (SentencePiece), as the legacy flow uses
+    tokenizer: Any  # the family's calibration tokenizer (a pytorch_tokenizers object), as llama.py's
     calibration_mask: Any = field(repr=False, default=None)  # the calibration graph's AttentionMask
 
     def encode(self, text: str, bos: bool = True) -> list[int]:
-        """Token ids of ``text`` (with BOS by default, as calibration and the runner use)."""
+        """Token ids of ``text`` by the calibration tokenizer (``bos`` as it takes it)."""
         return list(self.tokenizer.encode(text, bos=bos, eos=False))
+
+    def calibration_ids(self, prompt: str) -> list[int]:
+        """The tokens llama.py calibrates on for one ``--calib_samples`` prompt (the family's
+        chat template, if any, then encode with BOS)."""
+        return self.case.family.calibration_ids(self.case, self.tokenizer, prompt)
 
     def calibration_batches(self, prompts: tuple[str, ...] | list[str]) -> list[tuple]:
         """Calibration-graph inputs per prompt chunk, as legacy calibration builds them."""
-        return calibration_batches(self, [self.encode(p) for p in prompts])
+        return calibration_batches(self, [self.calibration_ids(p) for p in prompts])
 
     @torch.no_grad()
     def reference_logits(self, tokens: list[int]) -> np.ndarray:
@@ -151,12 +187,10 @@ def run_calibration_graph(module: Any, prepared: PreparedModel, tokens: list[int
 def prepare(case: ModelCase) -> PreparedModel:
     """Load ``case``'s checkpoint and tokenizer and build its static-LLaMA graphs (fp32, eager)."""
     check_case(case)
-    from pytorch_tokenizers import get_tokenizer
-
     params = case.params_dict
-    family = importlib.import_module(f"pytest_qnn_genai.models.{case.family}")
-    state_dict = family.to_static_llama_state_dict(
-        family.load_checkpoint(case.path("checkpoint"), params), params)
+    state_dict = case.family.load_checkpoint(case)
+    if llama_example.package().SUPPORTED_LLM_MODELS[case.decoder_model].transform_weight:
+        state_dict = layouts.transform_weight(state_dict, params)
     graphs, examples, graph_meta, cal_mask = {}, {}, {}, None
     torch.manual_seed(0)  # get_example_inputs draws random tokens; keep them reproducible
     for name in (DECODE, PREFILL, CALIBRATION):
@@ -168,5 +202,5 @@ def prepare(case: ModelCase) -> PreparedModel:
             cal_mask = example[1]
     return PreparedModel(case=case, params=params, metadata=dict(graph_meta[DECODE]),
                          graph_metadata=graph_meta, graphs=graphs, example_inputs=examples,
-                         tokenizer=get_tokenizer(str(case.path("tokenizer_model"))),
+                         tokenizer=case.family.calibration_tokenizer(case),
                          calibration_mask=cal_mask)

@@ -238,7 +238,7 @@ def quantize(prepared: PreparedModel, soc: SocSpec, out_dir: Path,
         "graphs": graphs,
         "metadata": metadata,
         "calibration": {"prompts": list(case.calibration_prompts), "chunks": len(batches),
-                        "prompt_tokens": [len(prepared.encode(p))
+                        "prompt_tokens": [len(prepared.calibration_ids(p))
                                           for p in case.calibration_prompts]},
         "seconds": round(time.monotonic() - started, 1),
         "versions": _versions(),

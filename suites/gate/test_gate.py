@@ -109,7 +109,7 @@ def test_generation_is_not_degenerate(qnn_run, qnn_case, qnn_record) -> None:
 
 
 def test_continuation_matches_golden(qnn_run, qnn_case, qnn_settings, qnn_record) -> None:
-    path = continuation.path_for(qnn_settings.golden_dir, qnn_case.name)
+    path = continuation.path_for(qnn_case.golden_dir or qnn_settings.golden_dir, qnn_case.name)
     got = continuation.Continuation(qnn_case.eval_prompt, qnn_run.prompt_tokens, qnn_run.tokens,
                                     qnn_run.text)
     if qnn_settings.update_golden:

@@ -15,7 +15,8 @@ executor backend has ``method_name(index)``, ``input_specs(method)`` (loads the 
 * ``tests.support.standin_backends:emulator_backend`` — :class:`EmulatorBackend`, the pushed
   hybrid .pte on the x86 HTP emulator (the project's ``HybridRunner``, ``$QNN_SDK_ROOT`` set by
   the launcher) with the tokenizer file read as the real runner reads it
-  (:func:`load_runner_tokenizer`: a tiktoken file or a llama2.c ``tokenizer.bin``).
+  (:func:`load_runner_tokenizer`: a Hugging Face ``tokenizer.json``, a tiktoken file or a
+  llama2.c ``tokenizer.bin``).
 * ``tests.support.standin_backends:executorch_backend`` — :class:`ExecutorchBackend`, any .pte
   through ``executorch.runtime`` for ``qnn_executor_runner`` (the emulator when ``$QNN_SDK_ROOT``
   is set).
@@ -141,18 +142,64 @@ class TiktokenVocab:
         return bytes(self.tokenizer.model.decode_single_token_bytes(token))
 
 
-def load_runner_tokenizer(path: Path | str) -> Llama2cVocab | TiktokenVocab:
+@dataclass(frozen=True)
+class HuggingFaceJsonVocab:
+    """A Hugging Face ``tokenizer.json`` through the runner's own C++ ``HFTokenizer``
+    (pytorch_tokenizers' ``CppHFTokenizer`` binding, loaded from the file as the runner loads
+    ``--tokenizer_path``): ``encode(text, n_bos, 0)`` adds what the file's post-processor adds
+    (Qwen's: nothing), BOS/EOS ids are the C++'s (0 from a file alone)."""
+
+    cpp: object  # pytorch_tokenizers.CppHFTokenizer
+    pieces: dict[int, bytes]
+
+    @classmethod
+    def load(cls, path: Path | str) -> HuggingFaceJsonVocab:
+        from pytorch_tokenizers import CppHFTokenizer
+        from tokenizers import Tokenizer
+
+        cpp = CppHFTokenizer()
+        cpp.load(str(path))
+        tok = Tokenizer.from_file(str(path))
+        unicode_to_byte = {c: b for b, c in _byte_to_unicode().items()}
+        special = {t.content for t in tok.get_added_tokens_decoder().values()}
+        pieces = {i: (p.encode() if p in special else bytes(unicode_to_byte[c] for c in p))
+                  for p, i in tok.get_vocab(with_added_tokens=True).items()}
+        return cls(cpp, pieces)
+
+    @property
+    def bos(self) -> int:
+        return int(self.cpp.bos_tok())
+
+    @property
+    def eos(self) -> int:
+        return int(self.cpp.eos_tok())
+
+    def encode_prompt(self, text: str, n_bos: int) -> list[int]:
+        return list(self.cpp.encode(text, n_bos, 0))
+
+    def piece_bytes(self, prev: int, token: int) -> bytes:
+        """The token's bytes (ByteLevel undone; an added token's text)."""
+        return self.pieces[token]
+
+
+def _byte_to_unicode() -> dict[int, str]:
+    from pytest_qnn_genai.models.bpe import byte_to_unicode
+
+    return byte_to_unicode()
+
+
+def load_runner_tokenizer(path: Path | str) -> Llama2cVocab | TiktokenVocab | HuggingFaceJsonVocab:
     """``--tokenizer_path`` as qnn_llama_runner loads it (runner.cpp ``Runner::load`` ->
     extension/llm/runner/llm_runner_helper.cpp ``load_tokenizer``: HF json, then tiktoken, then
-    SentencePiece, then llama2.c BPE, the first that loads). The stand-in reads the two formats
-    the project's cases ship to a phone; a JSON or SentencePiece file is an error it names."""
+    SentencePiece, then llama2.c BPE, the first that loads). The stand-in reads the three formats
+    the project's cases ship to a phone; a SentencePiece file is an error it names."""
     data = Path(path).read_bytes()
     try:
         json.loads(data)
     except ValueError:
         pass
     else:
-        raise RuntimeError(f"{path}: a HF json tokenizer (not read by this stand-in)")
+        return HuggingFaceJsonVocab.load(path)
     try:
         return TiktokenVocab.load(path)
     except ValueError:  # a line that is not "base64 rank": not a tiktoken file
@@ -188,6 +235,8 @@ class EmulatorBackend:
         return self._io[method].ar_len
 
     def encode(self, text: str, n_bos: int) -> list[int]:
+        if isinstance(self.vocab, HuggingFaceJsonVocab):  # bos as the file's post-processor says
+            return self.vocab.encode_prompt(text, n_bos)
         return [self.vocab.bos] * n_bos + self.vocab.encode(text)[1:]
 
     def decode(self, prev: int, token: int) -> bytes:

@@ -3,8 +3,10 @@
 Each perturbation is one flipped setting of the quantize stage: the calibration graph is
 calibrated on the first calibration prompt only (instead of all of them), or, for the Llama 3.2
 family, without the SeqMSE weight-scale search llama.py runs for it (the gap the parity suite
-found in the staged flow). Only that graph is quantized (no decode/prefill graphs, no compile),
-through the cache under its own key, so the cost is one export + calibrate + convert.
+found in the staged flow), or, for Qwen3, without what llama.py does for ``qwen3-0_6b`` that it
+does for neither other family (calibration samples through the chat template; masked softmax).
+Only that graph is quantized (no decode/prefill graphs, no compile), through the cache under its
+own key, so the cost is one export + calibrate + convert.
 """
 from __future__ import annotations
 
@@ -36,10 +38,12 @@ def _perturbed_calibration_graph(pipeline, case, target, prompts: tuple[str, ...
     def build(out: Path) -> None:
         import torch
 
-        prepared = pipeline.prepared(case)
-        torch.manual_seed(0)
-        batches = prepared.calibration_batches(list(prompts))
+        from pytest_qnn_genai.stages.prepare import prepare
+
         with patched or contextlib.nullcontext():
+            prepared = prepare(case) if "prepare" in perturbation else pipeline.prepared(case)
+            torch.manual_seed(0)
+            batches = prepared.calibration_batches(list(prompts))
             gm = _quantize_graph(prepared, CALIBRATION, target.soc, "htp", batches)
         exported = torch.export.export(gm, prepared.example_inputs[CALIBRATION], strict=True)
         torch.export.save(exported, str(out / PERTURBED))
@@ -112,3 +116,54 @@ def test_quantize_without_seq_mse_fails_llama3_parity(qnn_pipeline, qnn_sdk, lla
     assert max(without.over.values()) > encodings.MAX_ENCODING_STEPS
     # SeqMSE searches the scales of the linear layers' weights: those are what drift
     assert all(key.startswith("w:") for key in without.over), sorted(without.over)
+
+
+@pytest.fixture(scope="session")
+def qwen3_case():  # -> ModelCase
+    from pytest_qnn_genai.models.registry import available
+
+    return available()["qwen3_toy"]
+
+
+def _against_legacy(pipeline, case, target, perturbed: Path) -> encodings.EncodingReport:
+    from pytest_qnn_genai.hybrid import CALIBRATION
+
+    legacy = encodings.qdq_encodings(encodings.load_qdq(pipeline.legacy(case, target).decode_qdq))
+    staged = pipeline.qdq(case, target).path(CALIBRATION)
+    assert encodings.compare_encodings(
+        legacy, encodings.qdq_encodings(encodings.load_qdq(staged))).ok  # the flow as it is
+    return encodings.compare_encodings(
+        legacy, encodings.qdq_encodings(encodings.load_qdq(perturbed)))
+
+
+def test_calibrating_without_the_chat_template_fails_qwen3_parity(
+        qnn_pipeline, qnn_sdk, qwen3_case, sm8650_emulator) -> None:
+    """llama.py wraps each --calib_samples message in the tokenizer's chat template for an
+    instruct model with a Hugging Face tokenizer (qwen3), and for neither other family."""
+    from pytest_qnn_genai.models.families import qwen3
+
+    def raw(case, tokenizer, prompt: str) -> list[int]:
+        return tokenizer.encode(prompt, bos=True, eos=False)
+
+    perturbed = _perturbed_calibration_graph(
+        qnn_pipeline, qwen3_case, sm8650_emulator, qwen3_case.calibration_prompts,
+        {"calibration": "no chat template"}, "without the chat template",
+        mock.patch.object(qwen3, "calibration_ids", raw))
+    report = _against_legacy(qnn_pipeline, qwen3_case, sm8650_emulator, perturbed)
+    print(report.table())
+    assert not report.ok and not report.only_legacy and not report.only_new
+    assert max(report.over.values()) > encodings.MAX_ENCODING_STEPS
+
+
+def test_an_additive_mask_instead_of_masked_softmax_fails_qwen3_parity(
+        qnn_pipeline, qnn_sdk, qwen3_case, sm8650_emulator) -> None:
+    """llama.py builds qwen3-0_6b with masked softmax (its config, QNN >= 2.35)."""
+    from pytest_qnn_genai.stages import prepare as prepare_stage
+
+    perturbed = _perturbed_calibration_graph(
+        qnn_pipeline, qwen3_case, sm8650_emulator, qwen3_case.calibration_prompts,
+        {"prepare": "additive mask"}, "without masked softmax",
+        mock.patch.object(prepare_stage, "masked_softmax", lambda case: False))
+    report = _against_legacy(qnn_pipeline, qwen3_case, sm8650_emulator, perturbed)
+    print(report.table())
+    assert not report.ok

@@ -11,7 +11,9 @@ import pytest
 import sentencepiece as spm
 import torch
 
-from pytest_qnn_genai.models import llama2c, registry
+from pytest_qnn_genai.models import layouts, registry
+from pytest_qnn_genai.models.families import llama2c
+from pytest_qnn_genai.models.train import greedy
 
 GOLDEN = Path(__file__).resolve().parents[3] / "golden" / "stories260k" / "fp32_continuation.json"
 
@@ -23,7 +25,7 @@ def case() -> registry.ModelCase:
 
 @pytest.fixture(scope="module")
 def state_dict(case: registry.ModelCase) -> dict[str, torch.Tensor]:
-    return llama2c.load_checkpoint(case.path("checkpoint"), case.params_dict)
+    return llama2c.load_checkpoint(case)
 
 
 @pytest.fixture(scope="module")
@@ -62,7 +64,7 @@ def test_wrong_shape_is_one_clear_line(case: registry.ModelCase, tmp_path: Path)
     bad = tmp_path / "bad.pt"
     torch.save(raw, bad)
     with pytest.raises(registry.ModelCaseError) as err:
-        llama2c.load_checkpoint(bad, case.params_dict)
+        llama2c.read_checkpoint(bad, case.params_dict)
     msg = str(err.value)
     assert "\n" not in msg
     assert "wrong checkpoint shape" in msg and "layers.3.attention.wk.weight" in msg
@@ -80,7 +82,9 @@ def test_tokenizer(case: registry.ModelCase) -> None:
 
 
 def test_greedy_continuation_is_fluent_and_golden(case: registry.ModelCase, golden: dict) -> None:
-    ids = llama2c.greedy_fp32(case, case.eval_prompt, case.max_new_tokens)
+    sp = spm.SentencePieceProcessor(model_file=str(case.path("tokenizer_model")))
+    ids = greedy(llama2c.load_model(case), [sp.bos_id()] + sp.encode(case.eval_prompt),
+                 case.max_new_tokens, [sp.eos_id()])
     assert len(ids) == case.max_new_tokens
     assert len(set(ids)) >= 15
     tail = ids[-24:]  # no short cycle at the end
@@ -132,7 +136,7 @@ def test_logits_match_static_llama(case: registry.ModelCase, state_dict: dict, g
     params, ar, ctx = case.params_dict, case.prefill_ar_len, case.max_context_len
     tokens = (golden["prompt_ids"] + golden["token_ids"])[: ar + 1]
     ours = llama2c.load_model(case)(torch.tensor([tokens]))[0]
-    static_sd = llama2c.to_static_llama_state_dict(state_dict, params)
+    static_sd = layouts.transform_weight(state_dict, params)
     n_kv, hd, n_layers = params["n_kv_heads"], params["dim"] // params["n_heads"], params["n_layers"]
 
     def run(model: torch.nn.Module, toks: list[int], pos: int, mask: torch.Tensor,

@@ -11,7 +11,9 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from pytest_qnn_genai.models import llama3, registry
+from pytest_qnn_genai.models import layouts, registry
+from pytest_qnn_genai.models.families import llama3
+from pytest_qnn_genai.models.train import greedy
 
 FOLDER = registry.MODELS_DIR / "llama3_2_toy"
 DECODER_MODEL = "llama3_2-1b_instruct"
@@ -21,7 +23,7 @@ TOL = 1e-4  # fp32 vs fp32; the perturbed/negative controls move logits by > 100
 
 @pytest.fixture(scope="module")
 def files() -> dict[str, Path]:
-    return llama3.case_files(FOLDER)
+    return registry.available()["llama3_2_toy"].files()
 
 
 @pytest.fixture(scope="module")
@@ -43,13 +45,13 @@ def hf_model():
 def tokens(tok, hf_model) -> list[int]:
     """bos + the eval prompt + its greedy continuation: CTX tokens of in-distribution text."""
     prompt = tok.encode("Once upon a time", bos=True, eos=False)
-    return prompt + llama3.greedy(hf_model, prompt, CTX - len(prompt))
+    return prompt + greedy(lambda x: hf_model(x).logits, prompt, CTX - len(prompt))
 
 
 def test_files_and_layouts(files: dict[str, Path], params: dict) -> None:
-    assert registry.available()["llama3_2_toy"].family == "llama3"  # a default case
+    assert registry.available()["llama3_2_toy"].family is llama3  # a default case
     assert params == llama3.PARAMS
-    sd = llama3.load_checkpoint(files["checkpoint"], params)
+    sd = llama3.read_checkpoint(files["checkpoint"], params)
     assert {k: tuple(v.shape) for k, v in sd.items()} == llama3.expected_shapes(params)
     assert all(v.dtype == torch.float32 for v in sd.values())
     assert torch.equal(sd["output.weight"], sd["tok_embeddings.weight"])  # tied, both present
@@ -63,11 +65,11 @@ def test_files_and_layouts(files: dict[str, Path], params: dict) -> None:
 
     hf = load_file(str(files["hf_weights"]))
     assert "lm_head.weight" not in hf
-    want = llama3.meta_to_hf(sd, params)
+    want = layouts.meta_to_hf(sd, params)
     del want["lm_head.weight"]
     assert hf.keys() == want.keys()
     assert all(torch.equal(hf[k], want[k]) for k in hf)  # one set of weights, two layouts
-    assert all(torch.equal(v, sd[k]) for k, v in llama3.hf_to_meta(hf, params).items())
+    assert all(torch.equal(v, sd[k]) for k, v in layouts.hf_to_meta(hf, params).items())
 
 
 def test_params_are_model_args(params: dict) -> None:
@@ -101,13 +103,14 @@ def test_tokenizer_loads_as_llama3_tiktoken(files: dict[str, Path], tok) -> None
 
 def test_greedy_continuation_is_fluent(tok, hf_model) -> None:
     prompt = tok.encode("Once upon a time", bos=True, eos=False)
-    ids = llama3.greedy(hf_model, prompt, 48, [tok.eos_id])
+    ids = greedy(lambda x: hf_model(x).logits, prompt, 48, [tok.eos_id])
     assert len(ids) == 48 and len(set(ids)) >= 15
     tail = ids[-24:]
     assert not any(tail[p:] == tail[:-p] for p in range(1, 9))
     assert tok.decode(ids).startswith(", there was")
     assert str(ids) in (FOLDER / "MODEL_CARD.md").read_text()
-    chat = llama3.greedy(hf_model, llama3.chat_ids(tok, "Once upon a time", 768), 48, [777, 769])
+    chat = greedy(lambda x: hf_model(x).logits, llama3.chat_ids(tok, "Once upon a time", 768), 48,
+                  [777, 769])
     assert str(chat) in (FOLDER / "MODEL_CARD.md").read_text()
 
 
@@ -188,7 +191,7 @@ def test_static_llama_matches_transformers(et, files, hf_model, tokens) -> None:
 
 
 def test_perturbed_weight_fails_the_check(et, files, params, hf_model, tokens, tmp_path) -> None:
-    sd = llama3.load_checkpoint(files["checkpoint"], params)
+    sd = llama3.read_checkpoint(files["checkpoint"], params)
     sd["layers.2.attention.wk.weight"] = sd["layers.2.attention.wk.weight"].clone()
     sd["layers.2.attention.wk.weight"][5] *= 1.5  # one row of one key projection
     bad = tmp_path / "perturbed.pth"
@@ -200,9 +203,9 @@ def test_perturbed_weight_fails_the_check(et, files, params, hf_model, tokens, t
 
 def test_unpermuted_checkpoint_fails_the_check(et, files, params, hf_model, tokens, tmp_path) -> None:
     """An HF-ordered wq/wk (no inverse permutation) is permuted again by llama.py: wrong RoPE."""
-    sd = llama3.load_checkpoint(files["checkpoint"], params)
+    sd = llama3.read_checkpoint(files["checkpoint"], params)
     bad = tmp_path / "hf_order.pth"
-    llama3.save_checkpoint(llama3.to_static_llama_state_dict(sd, params), bad)
+    llama3.save_checkpoint(layouts.transform_weight(sd, params), bad)
     ref = hf_logits(hf_model, tokens[:AR + 1])
     assert (static_logits(et, bad, files["params"], tokens) - ref).abs().max() > 100 * TOL
 

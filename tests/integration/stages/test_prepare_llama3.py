@@ -15,8 +15,10 @@ import pytest
 import torch
 
 from pytest_qnn_genai.hybrid import CALIBRATION
-from pytest_qnn_genai.models import llama3, registry
+from pytest_qnn_genai.models import registry
+from pytest_qnn_genai.models.families import llama3
 from pytest_qnn_genai.models.registry import ModelCase, load_case
+from pytest_qnn_genai.models.train import greedy
 from pytest_qnn_genai.stages.prepare import prepare, run_calibration_graph
 
 FOLDER = registry.MODELS_DIR / "llama3_2_toy"
@@ -42,14 +44,14 @@ def hf_logits(case: ModelCase) -> tuple[list[int], np.ndarray]:
     model = llama3.load_hf(FOLDER)
     tok = llama3.load_tokenizer(case.path("tokenizer_model"))
     prompt = tok.encode(case.eval_prompt, bos=True, eos=False)
-    tokens = prompt + llama3.greedy(model, prompt, case.max_context_len - len(prompt))
+    tokens = prompt + greedy(lambda x: model(x).logits, prompt, case.max_context_len - len(prompt))
     with torch.no_grad():
         logits = model(torch.tensor([tokens])).logits[0].float().numpy()
     return tokens, logits
 
 
 def test_prepare_builds_the_llama3_family(case: ModelCase, hf_logits) -> None:
-    assert case.family == "llama3"
+    assert case.family is llama3
     prepared = prepare(case)
     tokens, want = hf_logits
     assert prepared.encode(case.eval_prompt) == tokens[:5]  # tiktoken with bos 768
@@ -61,7 +63,7 @@ def test_prepare_builds_the_llama3_family(case: ModelCase, hf_logits) -> None:
 def test_a_perturbed_checkpoint_row_breaks_the_agreement(case: ModelCase, hf_logits,
                                                          tmp_path: Path) -> None:
     _case(tmp_path)
-    sd = llama3.load_checkpoint(FOLDER / "consolidated.00.pth", case.params_dict)
+    sd = llama3.read_checkpoint(FOLDER / "consolidated.00.pth", case.params_dict)
     sd["layers.1.attention.wk.weight"][3] += 0.05  # one row of one head, as a bad permute would
     (tmp_path / "consolidated.00.pth").unlink()
     llama3.save_checkpoint(sd, tmp_path / "consolidated.00.pth")

@@ -16,7 +16,7 @@ import torch
 
 from pytest_qnn_genai.checks import numerics
 from pytest_qnn_genai.hybrid import CALIBRATION, DECODE, PREFILL
-from pytest_qnn_genai.models import llama2c
+from pytest_qnn_genai.models.families import llama2c
 from pytest_qnn_genai.models.registry import ModelCase
 from pytest_qnn_genai.stages.compile import (
     ARTIFACTS_JSON,
@@ -298,8 +298,13 @@ def test_prepare_refuses_what_it_does_not_implement(case: ModelCase) -> None:
     check_case(case)
     with pytest.raises(UnsupportedCaseError, match="model_mode 'kv'"):
         check_case(dataclasses.replace(case, model_mode="kv"))
-    with pytest.raises(UnsupportedCaseError, match="masked_softmax=True"):
+    with pytest.raises(UnsupportedCaseError,
+                       match=r"a LlamaModel variant architecture \(MultiScopeAwareLlamaModel\)"):
         check_case(dataclasses.replace(case, decoder_model="gemma3-1b"))
+    with pytest.raises(UnsupportedCaseError, match=r"SpinQuant R3 Hadamard rotation \(r3=True\)"):
+        check_case(dataclasses.replace(case, decoder_model="qwen3-1_7b"))
+    with pytest.raises(UnsupportedCaseError, match=r"graph sharding .* \(num_sharding=3\)"):
+        check_case(dataclasses.replace(case, decoder_model="llama3_2-3b_instruct"))
 
 
 def test_compile_refuses_qdq_of_another_soc(qdq: QdqArtifacts, tmp_path: Path) -> None:

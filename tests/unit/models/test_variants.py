@@ -22,6 +22,9 @@ def _case_with(tmp_path: Path, variants: object) -> Path:
 
 def test_every_default_case_commits_the_ar8_and_kv16_pairs() -> None:
     for case in available().values():
+        if case.kv_io_bit_width == 16:  # qwen3: its recipe's KV IO is 16-bit already
+            assert case.variant_names[:3] == ("legacy", "new", "ar8")
+            continue
         assert case.variant_names[:4] == ("legacy", "new", "ar8", "kv16")
         assert case.variant("ar8").prefill_ar_len == 8 < case.prefill_ar_len
         assert case.variant("kv16").kv_io_bit_width == 16 != case.kv_io_bit_width

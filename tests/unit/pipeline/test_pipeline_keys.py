@@ -97,6 +97,14 @@ def test_editing_a_stage_rebuilds_its_entry_and_nothing_else(tmp_path: Path, pac
     _legacy(_pipeline(tmp_path, package_copy), case, EMULATOR)
     assert builds[-1] == "legacy-emulator" and len(builds) == 4
 
+    # a family module: found at run time, no static import reaches it (pipeline.FAMILIES)
+    with open(package_copy / "models" / "families" / "qwen3.py", "a") as f:
+        f.write("\n# an edit to a family, of another case even\n")
+    clear_cache()
+    _pipeline(tmp_path, package_copy).qdq_entry(case, EMULATOR)
+    _pipeline(tmp_path, package_copy).legacy_entry(case, EMULATOR)
+    assert builds[4:] == ["quantize", "legacy-emulator"]
+
 
 def test_run_time_settings_rebuild_nothing(tmp_path: Path, builds: list[str]) -> None:
     case = available()["stories260k"]

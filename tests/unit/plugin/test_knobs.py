@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import shutil
 from pathlib import Path
 
 import pytest
 
+from pytest_qnn_genai.models import registry
 from pytest_qnn_genai.settings import Settings
 
 pytestmark = pytest.mark.usefixtures("qnn_env")
@@ -57,6 +59,7 @@ PATH_KNOBS = [  # values are paths made by the test
     ("--qnn-cache-dir", "qnn_cache_dir", "QNN_GENAI_CACHE_DIR", "cache_dir"),
     ("--qnn-report", "qnn_report", "QNN_GENAI_REPORT", "report_dir"),
     ("--executorch-src", "qnn_executorch_src", "QNN_GENAI_EXECUTORCH_SRC", "executorch_src"),
+    ("--qnn-cases", "qnn_cases", "QNN_GENAI_CASES", "case_dirs"),
 ]
 SWITCHES = [  # flag, ini key, environment variable, Settings field
     ("--qnn-rebuild", "qnn_rebuild", "QNN_GENAI_REBUILD", "rebuild"),
@@ -92,7 +95,12 @@ def test_every_knob_in_every_form(pytester: pytest.Pytester, monkeypatch: pytest
                                   emulator_sdk_root: Path, tmp_path: Path, form: str) -> None:
     paths = {"qnn_sdk": str(emulator_sdk_root), "cache_dir": str(tmp_path / f"c-{form}"),
              "report_dir": str(tmp_path / f"r-{form}"),
-             "executorch_src": str(executorch_tree(tmp_path / f"et-{form}"))}
+             "executorch_src": str(executorch_tree(tmp_path / f"et-{form}")),
+             "case_dirs": str(tmp_path / "cases")}
+    mine = tmp_path / "cases" / "mine"  # an outside case: a copy of a shipped one, renamed
+    shutil.copytree(registry.MODELS_DIR / "stories260k", mine)
+    spec = json.loads((mine / "case.json").read_text())
+    (mine / "case.json").write_text(json.dumps({**spec, "name": "mine"}))
     values = [(f, i, e, v) for f, i, e, v, _, _ in VALUE_KNOBS]
     values += [(f, i, e, paths[field]) for f, i, e, field in PATH_KNOBS]
     monkeypatch.delenv("QNN_GENAI_CACHE_DIR", raising=False)
@@ -122,7 +130,8 @@ def test_every_knob_in_every_form(pytester: pytest.Pytester, monkeypatch: pytest
         else:
             assert got[field] == expected, (form, flag, got[field])
     for flag, _, _, field in PATH_KNOBS:
-        assert Path(got[field]) == Path(paths[field]).resolve(), (form, flag)
+        value = got[field][0] if field == "case_dirs" else got[field]
+        assert Path(value) == Path(paths[field]).resolve(), (form, flag)
     for flag, _, _, field in SWITCHES:
         assert got[field] is True, (form, flag)
 

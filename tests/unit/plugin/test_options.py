@@ -73,6 +73,8 @@ def test_unknown_soc_is_one_usage_error_line(pytester: pytest.Pytester) -> None:
      "--qnn-remote-cache: 'cache.example.com/qnn': expected http(s)://HOST/PATH or an fsspec URL"),
     ([], {"QNN_GENAI_REMOTE_CACHE": "https://ci:s3cret@cache.example.com/qnn"},
      "--qnn-remote-cache: https://cache.example.com/qnn: credentials do not go in the URL"),
+    (["--qnn-cases", "/nonexistent/cases"], {},
+     "--models/--qnn-cases: model case folder /nonexistent/cases does not exist"),
 ])
 def test_other_usage_errors(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
                             args: list[str], env: dict[str, str], needle: str) -> None:
@@ -110,3 +112,23 @@ def test_header_says_x86_emulator_without_device(pytester: pytest.Pytester) -> N
     pytester.makepyfile("def test_x(): pass")
     result = pytester.runpytest()
     result.stdout.fnmatch_lines(["qnn-genai: soc=SM8650 backend=htp device=x86-emulator *"])
+
+
+def test_a_bad_outside_case_is_one_usage_error_line(pytester: pytest.Pytester) -> None:
+    import json
+    import shutil
+
+    from pytest_qnn_genai.models import registry
+
+    mine = pytester.path / "cases" / "mine"
+    shutil.copytree(registry.MODELS_DIR / "stories260k", mine)
+    spec = json.loads((mine / "case.json").read_text())
+    (mine / "case.json").write_text(json.dumps({**spec, "name": "mine"}))
+    params = json.loads((mine / "params.json").read_text())
+    (mine / "params.json").write_text(json.dumps({**params, "dim": 32}))
+    result = pytester.runpytest_subprocess("--qnn-cases", "cases")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    errors = [line for line in result.errlines if line.strip()]
+    assert len(errors) == 1 and "Traceback" not in result.stderr.str()
+    assert errors[0].startswith("ERROR: --models/--qnn-cases: model case mine (")
+    assert "wrong checkpoint shape for tok_embeddings.weight" in errors[0]

@@ -1,5 +1,6 @@
-"""Both tokenizer families, held against upstream's loader (``pytorch_tokenizers.get_tokenizer``,
-what llama.py uses) and against the ids transformers generated for the llama3 toy's model card."""
+"""The three tokenizer formats, held against upstream's loader (``pytorch_tokenizers.get_tokenizer``,
+what llama.py uses), against the runner's C++ tokenizers (pytorch_tokenizers' bindings) and
+against the ids transformers generated for the toys' model cards."""
 from __future__ import annotations
 
 import contextlib
@@ -20,6 +21,9 @@ from pytest_qnn_genai.runtime.tokenizer import (
 
 STORIES = registry.MODELS_DIR / "stories260k" / "tokenizer.model"
 LLAMA3 = registry.MODELS_DIR / "llama3_2_toy" / "tokenizer.model"
+QWEN3 = registry.MODELS_DIR / "qwen3_toy" / "tokenizer.json"
+TEXTS = ("Once upon a time", " there was a little boy named Tom.", "Hi!\n\nBye",
+         "<|im_start|>user\nTom's 42 balls<|im_end|>\n<|im_start|>assistant", "  two  spaces \r\n")
 # MODEL_CARD.md of llama3_2_toy: transformers' greedy ids after bos + "Once upon a time" (first 12)
 LLAMA3_CONTINUATION = [44, 363, 287, 258, 396, 439, 350, 276, 46, 317, 394, 265]
 
@@ -37,7 +41,7 @@ def test_each_family_encodes_as_upstream_does(path: Path, family: str, vocab: in
     tok, ref = load_tokenizer(path), _upstream(path)
     assert (tok.family, tok.vocab_size) == (family, vocab) == (family, ref.n_words)
     assert (tok.bos_id, tok.eos_id) == (ref.bos_id, ref.eos_id)
-    for text in ("Once upon a time", " there was a little boy named Tom.", "Hi!\n\nBye"):
+    for text in TEXTS[:3]:
         assert encode(tok, text) == ref.encode(text, bos=True, eos=False)
     assert tok.id_of(tok.piece(tok.eos_id)) == tok.eos_id
 
@@ -80,4 +84,53 @@ def test_bad_files_are_one_line(tmp_path: Path) -> None:
     assert not is_tiktoken(junk) and is_tiktoken(LLAMA3) and not is_tiktoken(STORIES)
     with pytest.raises(TokenizerError, match="neither a SentencePiece model nor tiktoken") as e:
         load_tokenizer(junk)
+    assert "\n" not in str(e.value)
+
+
+def _runner_hf_tokenizer(path: Path):
+    """qnn_llama_runner's ``HFTokenizer`` (pytorch_tokenizers' C++, loaded as the runner loads
+    ``--tokenizer_path``: the file)."""
+    from pytorch_tokenizers import CppHFTokenizer
+
+    cpp = CppHFTokenizer()
+    cpp.load(str(path))
+    return cpp
+
+
+def test_a_hugging_face_tokenizer_reads_as_the_runner_reads_it() -> None:
+    tok, cpp = load_tokenizer(QWEN3), _runner_hf_tokenizer(QWEN3)
+    assert tok.family == "huggingface"
+    assert (tok.vocab_size, tok.bos_id, tok.eos_id) == (cpp.vocab_size(), cpp.bos_tok(),
+                                                        cpp.eos_tok()) == (794, 0, 0)
+    for text in TEXTS:
+        assert encode(tok, text) == list(cpp.encode(text, 1, 0))  # the runner's prompt encode
+        assert tok.encode(text) == list(cpp.encode(text, 0, 0))
+        ids = tok.encode(text)
+        assert tok.decode(ids) == "".join(cpp.decode(i) for i in ids) == text
+    assert encode(tok, "Once upon a time")[0] != tok.bos_id  # Qwen's post-processor adds no BOS
+    # measured: the C++ NFC normalizer of pytorch_tokenizers 1.5 drops diacritics ("ü" -> "u");
+    # Hugging Face's (llama.py's calibration, this reader) keeps the bytes. Prompts are ASCII.
+    assert list(cpp.encode("Zürich", 0, 0)) == tok.encode("Zurich") != tok.encode("Zürich")
+    assert tok.id_of("<|im_end|>") == list(cpp.encode("<|im_end|>", 0, 0))[0] == 770
+    # calibration: llama.py's pytorch_tokenizers.HuggingFaceTokenizer encodes the same ids
+    with contextlib.redirect_stdout(io.StringIO()):
+        from pytorch_tokenizers import get_tokenizer
+
+        ref = get_tokenizer(str(QWEN3), str(QWEN3.parent / "tokenizer_config.json"))
+    assert all(ref.encode(t, bos=True, eos=False) == tok.encode(t) for t in TEXTS)
+
+
+def test_qwen3_stops_at_im_end_as_the_runner_does() -> None:
+    tok = load_tokenizer(QWEN3)
+    assert stop_ids(tok, "qwen3") == {0, 770}  # eos_tok() of the file, + <|im_end|>
+    assert stop_ids(tok, "llama2") == {0}
+    stand_in = load_tokenizer(STORIES)  # another format, same rule
+    assert stop_ids(stand_in, "qwen3") == {2, stand_in.encode("<|im_end|>")[0]}
+
+
+def test_a_broken_tokenizer_json_is_one_line(tmp_path: Path) -> None:
+    bad = tmp_path / "tokenizer.json"
+    bad.write_text('{"version": "1.0", "model": {"type": "Nope"}}')
+    with pytest.raises(TokenizerError, match="not a Hugging Face tokenizer.json") as e:
+        load_tokenizer(bad)
     assert "\n" not in str(e.value)

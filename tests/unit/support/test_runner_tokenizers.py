@@ -4,15 +4,18 @@ EOS (runner.cpp ``Runner::load``; llama.py's ``DECODER_MODEL_VERSION``, as upstr
 evaluator passes it)."""
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from pytest_qnn_genai.devices.workspace import DeviceWorkspace
 from pytest_qnn_genai.models.registry import available
 from pytest_qnn_genai.stages.recipe import decoder_model_version
 from tests.support.chat_templates import VERSIONS
-from tests.support.standin_backends import Llama2cVocab, TiktokenVocab, load_runner_tokenizer
+from tests.support.standin_backends import (
+    HuggingFaceJsonVocab,
+    Llama2cVocab,
+    TiktokenVocab,
+    load_runner_tokenizer,
+)
 
 CASES = available()
 
@@ -34,13 +37,17 @@ def test_a_llama2c_bin_loads_as_bpe_and_a_sentencepiece_model_is_named() -> None
         load_runner_tokenizer(case.path("tokenizer_model"))
 
 
-def test_a_json_tokenizer_is_named(tmp_path: Path) -> None:
-    (tmp_path / "tokenizer.json").write_text('{"model": {}}')
-    with pytest.raises(RuntimeError, match="HF json"):
-        load_runner_tokenizer(tmp_path / "tokenizer.json")
+def test_a_json_tokenizer_loads_through_the_runner_s_hf_tokenizer() -> None:
+    vocab = load_runner_tokenizer(CASES["qwen3_toy"].path("tokenizer_bin"))
+    assert isinstance(vocab, HuggingFaceJsonVocab)
+    assert (vocab.bos, vocab.eos) == (0, 0)  # HFTokenizer::load(file): no config read
+    ids = vocab.encode_prompt("<|im_start|>user\nOnce upon a time", 1)  # no BOS: Qwen's file
+    assert ids[0] == 769 and b"".join(vocab.piece_bytes(0, t) for t in ids) == (
+        b"<|im_start|>user\nOnce upon a time")
 
 
-@pytest.mark.parametrize("name,version", [("stories260k", "llama2"), ("llama3_2_toy", "llama3")])
+@pytest.mark.parametrize("name,version", [("stories260k", "llama2"), ("llama3_2_toy", "llama3"),
+                                          ("qwen3_toy", "qwen3")])
 def test_the_runner_gets_llama_py_s_decoder_model_version(name: str, version: str) -> None:
     assert decoder_model_version(CASES[name]) == version
     assert version in VERSIONS  # the stand-in knows it, with its EOS pieces
@@ -62,4 +69,9 @@ def test_the_plugins_stop_ids_are_the_standins(version: str) -> None:
     path = CASES["llama3_2_toy"].path("tokenizer_model")
     vocab = load_runner_tokenizer(path)
     standin = {vocab.eos} | {vocab.encode(piece)[1] for piece in VERSIONS[version][2]}
+    assert stop_ids(load_tokenizer(path), version) == standin
+    path = CASES["qwen3_toy"].path("tokenizer_bin")  # and from a Hugging Face tokenizer.json
+    hf = load_runner_tokenizer(path)
+    assert isinstance(hf, HuggingFaceJsonVocab)
+    standin = {hf.eos} | {hf.encode_prompt(piece, 0)[0] for piece in VERSIONS[version][2]}
     assert stop_ids(load_tokenizer(path), version) == standin

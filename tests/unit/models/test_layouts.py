@@ -6,8 +6,10 @@ from pathlib import Path
 
 import pytest
 import torch
+from pytorch_tokenizers.constants import CL100K_PAT_STR
 
-from pytest_qnn_genai.models import llama3, registry
+from pytest_qnn_genai.models import bpe, layouts, registry
+from pytest_qnn_genai.models.families import llama3
 
 SMALL = dict(llama3.PARAMS, n_layers=2)
 
@@ -30,8 +32,8 @@ def test_shapes_follow_model_args_rules() -> None:
 
 def test_permutations_are_inverse_and_match_executorch_formula() -> None:
     w = torch.arange(32 * 5, dtype=torch.float32).view(32, 5)
-    half = llama3.interleaved_to_half_split(w, heads=2)
-    assert torch.equal(llama3.half_split_to_interleaved(half, heads=2), w)
+    half = layouts.interleaved_to_half_split(w, heads=2)
+    assert torch.equal(layouts.half_split_to_interleaved(half, heads=2), w)
     # llm_wrappers' transform_weight permute with partial_rotary_factor 1
     et = w.view(2, -1, 32 // 2 // 2 // 1, 2, 5).transpose(2, 3).reshape(32, 5)
     assert torch.equal(half, et)
@@ -42,14 +44,14 @@ def test_permutations_are_inverse_and_match_executorch_formula() -> None:
 def test_meta_hf_round_trip() -> None:
     sd = random_meta(SMALL)
     sd["output.weight"] = sd["tok_embeddings.weight"]
-    hf = llama3.meta_to_hf(sd, SMALL)
+    hf = layouts.meta_to_hf(sd, SMALL)
     assert "model.layers.1.self_attn.k_proj.weight" in hf and "lm_head.weight" in hf
-    back = llama3.hf_to_meta(hf, SMALL)
+    back = layouts.hf_to_meta(hf, SMALL)
     assert back.keys() == sd.keys()
     assert all(torch.equal(back[k], sd[k]) for k in sd)
     del hf["lm_head.weight"]  # a tied HF checkpoint has none
-    assert torch.equal(llama3.hf_to_meta(hf, SMALL)["output.weight"], sd["tok_embeddings.weight"])
-    static = llama3.to_static_llama_state_dict(sd, SMALL)
+    assert torch.equal(layouts.hf_to_meta(hf, SMALL)["output.weight"], sd["tok_embeddings.weight"])
+    static = layouts.transform_weight(sd, SMALL)
     assert torch.equal(static["layers.0.attention.wq.weight"], hf["model.layers.0.self_attn.q_proj.weight"])
 
 
@@ -69,23 +71,23 @@ def test_checkpoint_errors_are_one_line(tmp_path: Path) -> None:
     sd = random_meta(SMALL)
     good = tmp_path / "good.pth"
     llama3.save_checkpoint(sd, good)
-    assert llama3.load_checkpoint(good, SMALL).keys() == sd.keys()
+    assert llama3.read_checkpoint(good, SMALL).keys() == sd.keys()
     sd["layers.1.attention.wk.weight"] = torch.zeros(64, 64)
     llama3.save_checkpoint(sd, tmp_path / "bad.pth")
     with pytest.raises(registry.ModelCaseError) as err:
-        llama3.load_checkpoint(tmp_path / "bad.pth", SMALL)
+        llama3.read_checkpoint(tmp_path / "bad.pth", SMALL)
     assert "\n" not in str(err.value) and "layers.1.attention.wk.weight" in str(err.value)
     assert "expected [32, 64]" in str(err.value)
     del sd["output.weight"]
     llama3.save_checkpoint(sd, tmp_path / "untied.pth")
     with pytest.raises(registry.ModelCaseError, match=r"missing \['output.weight'\]"):
-        llama3.load_checkpoint(tmp_path / "untied.pth", SMALL)
+        llama3.read_checkpoint(tmp_path / "untied.pth", SMALL)
 
 
 def test_bpe_is_deterministic_and_tiktoken_readable(tmp_path: Path) -> None:
     texts = ["the cat sat on the mat.", "the dog sat on the log!", "a cat and a dog."] * 5
-    ranks = llama3.train_bpe(texts, n_merges=20)
-    assert ranks == llama3.train_bpe(list(reversed(texts)), n_merges=20)
+    ranks = bpe.ranks_of(bpe.train_bpe(texts, 20, CL100K_PAT_STR))
+    assert ranks == bpe.ranks_of(bpe.train_bpe(list(reversed(texts)), 20, CL100K_PAT_STR))
     assert len(ranks) == 276 and [ranks[bytes([b])] for b in range(256)] == list(range(256))
     assert sorted(ranks.values()) == list(range(276))
     assert b" the" in ranks and b" cat" in ranks
@@ -93,7 +95,7 @@ def test_bpe_is_deterministic_and_tiktoken_readable(tmp_path: Path) -> None:
         assert len(tok) == 1 or any(ranks.get(tok[:i], rank) < rank and ranks.get(tok[i:], rank) < rank
                                     for i in range(1, len(tok)))
     path = tmp_path / "tokenizer.model"
-    llama3.save_tiktoken(ranks, path)
+    bpe.save_tiktoken(ranks, path)
     first = path.read_text().splitlines()[0]
     assert first == f"{base64.b64encode(bytes([0])).decode()} 0"
     tok = llama3.load_tokenizer(path)
@@ -102,12 +104,12 @@ def test_bpe_is_deterministic_and_tiktoken_readable(tmp_path: Path) -> None:
     assert ids[0] == 276 and len(ids) < 1 + len("the cat sat")
     assert tok.decode(ids[1:]) == "the cat sat"
     with pytest.raises(ValueError, match="room for only"):
-        llama3.train_bpe(["ab ab"], n_merges=50)
+        bpe.train_bpe(["ab ab"], 50, CL100K_PAT_STR)
 
 
 def test_chat_ids_follow_the_runner_template(tmp_path: Path) -> None:
-    ranks = llama3.train_bpe(["user assistant hello world"] * 3, n_merges=10)
-    llama3.save_tiktoken(ranks, tmp_path / "t.model")
+    ranks = bpe.ranks_of(bpe.train_bpe(["user assistant hello world"] * 3, 10, CL100K_PAT_STR))
+    bpe.save_tiktoken(ranks, tmp_path / "t.model")
     tok = llama3.load_tokenizer(tmp_path / "t.model")
     ids = llama3.chat_ids(tok, "hello", tok.bos_id)
     assert tok.decode(ids) == "<|begin_of_text|>" + llama3.CHAT_USER + "hello" + llama3.CHAT_ASSISTANT

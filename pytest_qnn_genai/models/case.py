@@ -1,0 +1,189 @@
+"""A model case as data: which files, which shapes, which quant recipe, which prompts.
+
+A model case is everything the pipeline needs to build and judge one LLM: a folder with its files
+and a ``case.json`` (see ``stories260k/case.json``). File names in ``case.json`` are relative to
+that folder; an absolute one (a checkpoint kept elsewhere) is taken as it is. How the files are
+read is the case's family's business (:mod:`pytest_qnn_genai.models.families`, picked from
+``decoder_model`` as llama.py picks its loader).
+
+A case may declare build *variants* (``"variants": {"ar8": {"prefill_ar_len": 8}}``): the same
+weights built by the staged flow with other static-graph shapes or a 16-bit KV cache IO
+(``{"kv16": {"kv_io_bit_width": 16}}``), for the emulator A/B gate (``--qnn-ab ar8:new``).
+``new`` names the case as it is and ``legacy`` llama.py's build of it. A variant's name is
+``<case>@<variant>`` (:attr:`ModelCase.is_variant`).
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pytest_qnn_genai.files import file_sha256
+
+if TYPE_CHECKING:
+    from pytest_qnn_genai.models.families import Family
+
+# Settings read when a built program runs, never when it is built (prompts, token counts, the perf
+# workload in ``extra``): they stay out of build cache keys.
+RUNTIME_FIELDS = ("eval_prompt", "max_new_tokens", "extra")
+# Build settings a variant may change (shapes of the static graphs, the KV cache IO width; the
+# weights, tokenizer and the recipe's weight and activation dtypes stay the case's own), the KV
+# IO widths a static LLM has (upstream's llm_wrappers: 8 or 16), and the variant names every case
+# has.
+VARIANT_FIELDS = ("prefill_ar_len", "max_seq_len", "max_context_len", "kv_io_bit_width")
+KV_IO_BIT_WIDTHS = (8, 16)
+FLOW_VARIANTS = ("legacy", "new")
+VARIANT_SEPARATOR = "@"
+FILE_FIELDS = ("checkpoint", "params", "tokenizer_model", "tokenizer_bin")
+GOLDEN_SUBDIR = "golden"  # an outside case's own golden files, when its folder has one
+
+
+class ModelCaseError(ValueError):
+    """A model case's files are missing or inconsistent (reported as one line)."""
+
+
+@dataclass(frozen=True)
+class ModelCase:
+    """One LLM to build and judge: files, static-graph shapes, recipe and prompts."""
+
+    name: str
+    folder: Path
+    decoder_model: str  # the legacy llama.py --decoder_model name (picks the family)
+    checkpoint: str  # the weights, in the family's layout
+    params: str  # params.json (llama.py's --params: ModelArgs fields)
+    tokenizer_model: str  # the tokenizer the build calibrates with (family's format)
+    tokenizer_bin: str  # the file qnn_llama_runner reads (--tokenizer_path)
+    model_mode: str = "hybrid"
+    prefill_ar_len: int = 32
+    max_seq_len: int = 128
+    max_context_len: int = 128
+    quant_recipe: str = "16a4w"  # see stages.recipe
+    kv_io_bit_width: int = 8
+    eval_prompt: str = "Once upon a time"
+    max_new_tokens: int = 48
+    calibration_prompts: tuple[str, ...] = ()
+    extra: dict[str, Any] = field(default_factory=dict)  # free-form JSON
+    variants: dict[str, dict[str, int]] = field(default_factory=dict)  # name -> VARIANT_FIELDS
+    packaged: bool = True  # shipped in the package (False: found through --qnn-cases)
+
+    def path(self, attr: str) -> Path:
+        """Absolute path of one of the case's files (``"checkpoint"``, ``"params"``, ...)."""
+        return self.folder / getattr(self, attr)
+
+    @property
+    def family(self) -> Family:
+        """The family that reads this case's files: the module of
+        :mod:`pytest_qnn_genai.models.families` serving ``decoder_model``."""
+        from pytest_qnn_genai.models import families
+
+        return families.for_decoder_model(self.decoder_model)
+
+    @property
+    def params_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = json.loads(self.path("params").read_text())
+        return data
+
+    def files(self) -> dict[str, Path]:
+        """The case's files by role: ``case.json``'s four and the family's others."""
+        out = {a: self.path(a) for a in FILE_FIELDS}
+        out.update({role: self.folder / name for role, name in self.family.EXTRA_FILES.items()})
+        return out
+
+    @property
+    def golden_dir(self) -> Path | None:
+        """Where an outside case keeps its golden files (its folder's ``golden/``, when there is
+        one); None: ``--qnn-golden-dir``."""
+        own = self.folder / GOLDEN_SUBDIR
+        return own if not self.packaged and own.is_dir() else None
+
+    def build_fingerprint(self) -> dict[str, Any]:
+        """Everything that shapes what the pipeline builds from this case (a cache-key input), and
+        nothing that does not: the run-time settings (:data:`RUNTIME_FIELDS`) are left out, so
+        changing the eval prompt or the token count rebuilds no model."""
+        spec = {k: v for k, v in asdict(self).items()
+                if k not in ("folder", "variants", "packaged", *RUNTIME_FIELDS)}
+        spec.update({k: Path(getattr(self, k)).name for k in FILE_FIELDS})  # where: no matter
+        spec["file_sha256"] = {role: file_sha256(p) for role, p in self.files().items()}
+        return spec
+
+    @property
+    def variant_names(self) -> tuple[str, ...]:
+        """Every build of this case the A/B gate can compare (``legacy``, ``new``, declared)."""
+        return (*FLOW_VARIANTS, *self.variants)
+
+    def variant(self, name: str) -> ModelCase:
+        """The case built as variant ``name`` (``new``: itself; ``legacy`` is no staged build)."""
+        if name == "new":
+            return self
+        if name not in self.variants:
+            raise ModelCaseError(f"model case {self.name} has no build variant {name!r}; its "
+                                 f"variants: {', '.join(self.variant_names)}")
+        return replace(self, name=f"{self.name}{VARIANT_SEPARATOR}{name}", variants={},
+                       **self.variants[name])
+
+    @property
+    def is_variant(self) -> bool:
+        """Whether this is a declared variant of a case (:meth:`variant`), not a case itself."""
+        return VARIANT_SEPARATOR in self.name
+
+    def check_variants(self) -> None:
+        """Each declared variant changes only :data:`VARIANT_FIELDS`, to positive integers (a KV
+        IO width to one of :data:`KV_IO_BIT_WIDTHS`)."""
+        if not isinstance(self.variants, dict):
+            raise ModelCaseError(f"model case {self.name}: variants must be an object of "
+                                 f"name: {{field: value}}, got {type(self.variants).__name__}")
+        for name, overrides in self.variants.items():
+            bad = ([k for k in overrides if k not in VARIANT_FIELDS]
+                   if isinstance(overrides, dict) else [type(overrides).__name__])
+            if name in FLOW_VARIANTS or ":" in name or not isinstance(overrides, dict) or bad:
+                raise ModelCaseError(
+                    f"model case {self.name}: variant {name!r} must be a new name (not "
+                    f"{'/'.join(FLOW_VARIANTS)}, no ':') overriding only "
+                    f"{', '.join(VARIANT_FIELDS)}" + (f"; got {', '.join(map(str, bad))}"
+                                                      if bad else ""))
+            wrong = {k: v for k, v in overrides.items() if not (type(v) is int and v > 0)}
+            if wrong:
+                raise ModelCaseError(f"model case {self.name}: variant {name!r}: {wrong} must be "
+                                     "positive integers")
+            if overrides.get("kv_io_bit_width", KV_IO_BIT_WIDTHS[0]) not in KV_IO_BIT_WIDTHS:
+                raise ModelCaseError(f"model case {self.name}: variant {name!r}: kv_io_bit_width "
+                                     f"must be one of {', '.join(map(str, KV_IO_BIT_WIDTHS))}, "
+                                     f"got {overrides['kv_io_bit_width']}")
+
+
+def load_case(folder: Path, *, packaged: bool = True) -> ModelCase:
+    """Read ``folder/case.json`` into a :class:`ModelCase` and check it: a family serves its
+    ``decoder_model``, its files exist, its checkpoint's shapes are its params', its variants are
+    well formed. Every problem is one :class:`ModelCaseError` line naming the case."""
+    from pytest_qnn_genai.models import families
+
+    spec_file = Path(folder) / "case.json"
+    try:
+        spec = json.loads(spec_file.read_text())
+    except (OSError, json.JSONDecodeError) as e:
+        raise ModelCaseError(f"{spec_file}: cannot read model case ({e})") from None
+    if not isinstance(spec, dict):
+        raise ModelCaseError(f"{spec_file}: expected a JSON object")
+    label = f"model case {spec.get('name', '?')} ({spec_file})"
+    spec["calibration_prompts"] = tuple(spec.get("calibration_prompts", ()))
+    try:
+        case = ModelCase(folder=Path(folder), packaged=packaged, **spec)
+    except TypeError as e:
+        raise ModelCaseError(f"{label}: {e}") from None
+    if VARIANT_SEPARATOR in case.name:  # the separator names a case's variants
+        raise ModelCaseError(f"{label}: name {case.name!r} must not contain "
+                             f"{VARIANT_SEPARATOR!r}")
+    try:
+        family = case.family
+    except families.FamilyError as e:
+        raise ModelCaseError(f"{label}: {e}") from None
+    for role, p in case.files().items():
+        if not p.is_file():
+            raise ModelCaseError(f"{label}: {role} file {p} is missing")
+    try:
+        family.check_checkpoint(case)
+        case.check_variants()
+    except ModelCaseError as e:
+        raise ModelCaseError(f"{label}: {e}") from None
+    return case
