@@ -28,7 +28,7 @@ from pytest_qnn_genai.targets import EMULATOR, Target
 
 if TYPE_CHECKING:
     import torch
-    from transformers import LlamaForCausalLM
+    from transformers import PreTrainedModel
 
     from pytest_qnn_genai.checks.encodings import GraphEncodings
     from pytest_qnn_genai.devices.session import DeviceSession, DeviceSessions
@@ -66,7 +66,7 @@ class Pipeline:
         self.devices = devices  # this worker's phones, for phone targets
         self.package_root = package_root  # the package whose code keys hash (tests: a copy)
         self._prepared: dict[str, PreparedModel] = {}
-        self._transformers: dict[str, LlamaForCausalLM] = {}  # case name -> transformers' model
+        self._transformers: dict[str, PreTrainedModel] = {}  # case name -> transformers' model
 
     def build_target(self, target: Target) -> Target:
         """The target the builds for ``target`` are made for. A phone whose device says it runs

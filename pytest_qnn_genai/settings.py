@@ -48,6 +48,7 @@ class Settings:
     remote_cache: str | None
     rebuild: bool
     models: tuple[str, ...]
+    case_dirs: tuple[Path, ...]  # --qnn-cases DIR (repeatable)
     shard: Shard | None  # --qnn-shard K/N
     nightly: bool
     update_golden: bool

@@ -69,7 +69,7 @@ class ModelCase:
 
     def path(self, attr: str) -> Path:
         """Absolute path of one of the case's files (``"checkpoint"``, ``"params"``, ...)."""
-        return self.folder / getattr(self, attr)
+        return self.folder / str(getattr(self, attr))
 
     @property
     def family(self) -> Family:
@@ -119,8 +119,9 @@ class ModelCase:
         if name not in self.variants:
             raise ModelCaseError(f"model case {self.name} has no build variant {name!r}; its "
                                  f"variants: {', '.join(self.variant_names)}")
+        overrides: dict[str, Any] = dict(self.variants[name])  # VARIANT_FIELDS, all int
         return replace(self, name=f"{self.name}{VARIANT_SEPARATOR}{name}", variants={},
-                       **self.variants[name])
+                       **overrides)
 
     @property
     def is_variant(self) -> bool:

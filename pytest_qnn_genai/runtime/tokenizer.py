@@ -66,7 +66,7 @@ class SentencePieceTokenizer:
         return list(self.sp.encode(text))
 
     def decode(self, ids: list[int]) -> str:
-        return self.sp.decode(list(ids))
+        return str(self.sp.decode(list(ids)))
 
     def piece(self, token: int) -> str:
         """The piece of ``token`` as the runner writes it (its EOS piece, for one)."""
@@ -89,15 +89,15 @@ class LlamaTiktokenTokenizer:
 
     @property
     def vocab_size(self) -> int:
-        return self.tt.n_words
+        return int(self.tt.n_words)
 
     @property
     def bos_id(self) -> int:
-        return self.tt.bos_id
+        return int(self.tt.bos_id)
 
     @property
     def eos_id(self) -> int:
-        return self.tt.eos_id
+        return int(self.tt.eos_id)
 
     def encode(self, text: str, specials: bool = False) -> list[int]:
         """Ids of ``text``, no BOS/EOS; special-token text in it is parsed as specials only with
@@ -106,15 +106,15 @@ class LlamaTiktokenTokenizer:
                                    allowed_special="all" if specials else set()))
 
     def decode(self, ids: list[int]) -> str:
-        return self.tt.decode(list(ids))
+        return str(self.tt.decode(list(ids)))
 
     def piece(self, token: int) -> str:
-        return self.tt.decode_token(token)
+        return str(self.tt.decode_token(token))
 
     def id_of(self, piece: str) -> int:
         """The id of a special token's text, or of text that is one rank."""
         if piece in self.tt.special_tokens:
-            return self.tt.special_tokens[piece]
+            return int(self.tt.special_tokens[piece])
         ids = self.encode(piece)
         if len(ids) != 1:
             raise TokenizerError(f"{piece!r} is not one token of this tokenizer: {ids}")
@@ -134,8 +134,10 @@ class HuggingFaceJsonTokenizer:
     def vocab_size(self) -> int:
         return int(self.tok.get_vocab_size(with_added_tokens=True))
 
-    def encode(self, text: str) -> list[int]:
-        """Ids of ``text``, nothing added (special-token text in it is parsed as specials)."""
+    def encode(self, text: str, specials: bool = True) -> list[int]:
+        """Ids of ``text``, nothing added. Added-token text in it is always parsed as those
+        tokens, as the runner's C++ ``HFTokenizer`` does; ``specials`` is here for the shared
+        signature and cannot turn that off."""
         return list(self.tok.encode(text, add_special_tokens=False).ids)
 
     def prompt(self, text: str) -> list[int]:

@@ -14,7 +14,7 @@ layers rewritten as 1x1 convs), once per graph:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -24,6 +24,9 @@ from pytest_qnn_genai.hybrid import CALIBRATION, DECODE, PREFILL
 from pytest_qnn_genai.models import layouts
 from pytest_qnn_genai.models.registry import ModelCase
 from pytest_qnn_genai.sdk import require_active
+
+if TYPE_CHECKING:
+    from pytest_qnn_genai.untyped import Upstream
 
 MASKED_SOFTMAX_MIN_QNN = "2.35"  # process_model_args: older SDKs get the feature turned off
 
@@ -81,7 +84,7 @@ def masked_softmax(case: ModelCase) -> bool:
     return not is_qnn_sdk_version_less_than(MASKED_SOFTMAX_MIN_QNN)
 
 
-def _model_args(case: ModelCase, graph: str) -> Any:
+def _model_args(case: ModelCase, graph: str) -> Upstream:
     """``ModelArgs`` as the legacy ``process_model_args`` sets them for this graph (batch 1)."""
     args = llama_example.static_llama().ModelArgs(**case.params_dict)
     ar_len = graph_ar_len(case, graph)
@@ -110,7 +113,8 @@ def _build_graph(case: ModelCase, graph: str,
             layer.attention.prepare_attention_conv()
         if getattr(layer.feed_forward, "prepare_feedforward_conv", None):
             layer.feed_forward.prepare_feedforward_conv()
-    return convert_linear_to_conv2d(model).to(torch.float32).eval()
+    converted: torch.nn.Module = convert_linear_to_conv2d(model).to(torch.float32).eval()
+    return converted
 
 
 def flat_inputs(example: tuple) -> tuple:
@@ -173,7 +177,7 @@ def calibration_batches(prepared: PreparedModel, sequences: list[list[int]]) -> 
     return batches
 
 
-def run_calibration_graph(module: Any, prepared: PreparedModel, tokens: list[int]) -> np.ndarray:
+def run_calibration_graph(module: Upstream, prepared: PreparedModel, tokens: list[int]) -> np.ndarray:
     """Logits ``[len(tokens), vocab]`` of a calibration-shaped graph (eager or QDQ)."""
     ctx = prepared.case.max_context_len
     if not 0 < len(tokens) <= ctx:
@@ -181,7 +185,7 @@ def run_calibration_graph(module: Any, prepared: PreparedModel, tokens: list[int
     (inputs,) = calibration_batches(prepared, [list(tokens)])
     with torch.no_grad():
         logits = module(*inputs)[0]
-    return logits[0, :len(tokens)].detach().float().numpy()
+    return np.asarray(logits[0, :len(tokens)].detach().float().numpy())
 
 
 def prepare(case: ModelCase) -> PreparedModel:
@@ -194,7 +198,7 @@ def prepare(case: ModelCase) -> PreparedModel:
     graphs, examples, graph_meta, cal_mask = {}, {}, {}, None
     torch.manual_seed(0)  # get_example_inputs draws random tokens; keep them reproducible
     for name in (DECODE, PREFILL, CALIBRATION):
-        model = _build_graph(case, name, state_dict)
+        model: Upstream = _build_graph(case, name, state_dict)  # a static_llama.LlamaModel
         example = model.get_example_inputs()
         graphs[name], examples[name] = model, flat_inputs(example)
         graph_meta[name] = model.get_metadata()

@@ -149,7 +149,7 @@ class HuggingFaceJsonVocab:
     ``--tokenizer_path``): ``encode(text, n_bos, 0)`` adds what the file's post-processor adds
     (Qwen's: nothing), BOS/EOS ids are the C++'s (0 from a file alone)."""
 
-    cpp: object  # pytorch_tokenizers.CppHFTokenizer
+    cpp: Upstream  # pytorch_tokenizers.CppHFTokenizer
     pieces: dict[int, bytes]
 
     @classmethod

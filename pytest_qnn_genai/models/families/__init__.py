@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from transformers import PreTrainedModel
 
     from pytest_qnn_genai.models.case import ModelCase
+    from pytest_qnn_genai.untyped import Upstream
 
 
 class FamilyError(ValueError):
@@ -129,12 +130,12 @@ class Family(Protocol):
         ``transform_weight`` permute (Meta names: ``layers.{i}.attention.wq.weight``, ...)."""
         ...
 
-    def calibration_tokenizer(self, case: ModelCase) -> Any:
+    def calibration_tokenizer(self, case: ModelCase) -> Upstream:
         """The tokenizer llama.py's ``TokenizerWrapper`` calibrates with for this family (a
         ``pytorch_tokenizers`` object)."""
         ...
 
-    def calibration_ids(self, case: ModelCase, tokenizer: Any, prompt: str) -> list[int]:
+    def calibration_ids(self, case: ModelCase, tokenizer: Upstream, prompt: str) -> list[int]:
         """The tokens llama.py calibrates on for one ``--calib_samples`` user message
         (``DecoderDatasetBuilder.from_conversation``: its chat template, if any, then encode)."""
         ...
@@ -177,7 +178,7 @@ def all_families() -> dict[str, Family]:
         missing = [m for m in MEMBERS if not hasattr(module, m)]
         if missing:
             raise FamilyError(f"family module {module.__name__} lacks {', '.join(missing)}")
-        family: Family = module  # type: ignore[assignment]  # a module that has every member
+        family: Family = module  # a module that has every member
         for decoder_model in family.DECODER_MODELS:
             if decoder_model in served:
                 raise FamilyError(f"decoder_model {decoder_model!r} is served by both "

@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from transformers import LlamaConfig, LlamaForCausalLM
 
     from pytest_qnn_genai.models.case import ModelCase
+    from pytest_qnn_genai.untyped import Upstream
 
 NAME = "llama2c"
 DECODER_MODELS = {"stories110m": "llama2", "stories260k": "llama2"}
@@ -45,7 +46,7 @@ ROPE_THETA = 10000.0
 def hidden_dim(params: dict[str, Any]) -> int:
     """SwiGLU hidden size by llama2.c's rule: 2/3 of 4*dim, rounded up to ``multiple_of``."""
     h = int(2 * 4 * params["dim"] / 3)
-    m = params["multiple_of"]
+    m = int(params["multiple_of"])
     return m * ((h + m - 1) // m)
 
 
@@ -53,7 +54,7 @@ def expected_shapes(params: dict[str, Any]) -> dict[str, tuple[int, ...]]:
     """Every checkpoint key (without ``_orig_mod.``) and its shape for ``params``."""
     dim, vocab, hid = params["dim"], params["vocab_size"], hidden_dim(params)
     kv_dim = dim // params["n_heads"] * params["n_kv_heads"]
-    shapes = {"tok_embeddings.weight": (vocab, dim)}
+    shapes: dict[str, tuple[int, ...]] = {"tok_embeddings.weight": (vocab, dim)}
     for i in range(params["n_layers"]):
         p = f"layers.{i}."
         shapes.update({
@@ -108,7 +109,8 @@ class Attention(nn.Module):
         k, v = k.repeat_interleave(rep, dim=2), v.repeat_interleave(rep, dim=2)
         y = F.scaled_dot_product_attention(
             q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), is_causal=True)
-        return self.wo(y.transpose(1, 2).reshape(b, t, -1))
+        out: torch.Tensor = self.wo(y.transpose(1, 2).reshape(b, t, -1))
+        return out
 
 
 class FeedForward(nn.Module):
@@ -120,7 +122,8 @@ class FeedForward(nn.Module):
         self.w3 = nn.Linear(p["dim"], hid, bias=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.w2(F.silu(self.w1(x)) * self.w3(x))
+        out: torch.Tensor = self.w2(F.silu(self.w1(x)) * self.w3(x))
+        return out
 
 
 class Block(nn.Module):
@@ -131,11 +134,15 @@ class Block(nn.Module):
 
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
         h = x + self.attention(self.attention_norm(x), cos, sin)
-        return h + self.feed_forward(self.ffn_norm(h))
+        out: torch.Tensor = h + self.feed_forward(self.ffn_norm(h))
+        return out
 
 
 class Transformer(nn.Module):
     """llama2.c's decoder; parameter names match its checkpoints."""
+
+    rope_cos: torch.Tensor
+    rope_sin: torch.Tensor
 
     def __init__(self, params: dict[str, Any]) -> None:
         super().__init__()
@@ -160,7 +167,8 @@ class Transformer(nn.Module):
         x = self.tok_embeddings(tokens)
         for layer in self.layers:
             x = layer(x, self.rope_cos[:t], self.rope_sin[:t])
-        return self.output(self.norm(x))
+        logits: torch.Tensor = self.output(self.norm(x))
+        return logits
 
 
 def save_checkpoint(model: Transformer, path: str | Path) -> None:
@@ -197,7 +205,7 @@ def load_checkpoint(case: ModelCase) -> dict[str, torch.Tensor]:
     return read_checkpoint(case.path("checkpoint"), case.params_dict)
 
 
-def calibration_tokenizer(case: ModelCase) -> Any:
+def calibration_tokenizer(case: ModelCase) -> Upstream:
     """``pytorch_tokenizers.get_tokenizer(--tokenizer_model)``: a ``Llama2cTokenizer`` (llama.py's
     ``TokenizerWrapper._from_tokenizer_model_and_bin`` asserts that class)."""
     from pytorch_tokenizers import get_tokenizer
@@ -205,7 +213,7 @@ def calibration_tokenizer(case: ModelCase) -> Any:
     return get_tokenizer(str(case.path("tokenizer_model")))
 
 
-def calibration_ids(case: ModelCase, tokenizer: Any, prompt: str) -> list[int]:
+def calibration_ids(case: ModelCase, tokenizer: Upstream, prompt: str) -> list[int]:
     """No chat template (stories are no instruct model): ``encode(content, bos=True)``."""
     return list(tokenizer.encode(prompt, bos=True, eos=False))
 

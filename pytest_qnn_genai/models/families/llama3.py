@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from transformers import LlamaConfig, LlamaForCausalLM
 
     from pytest_qnn_genai.models.case import ModelCase
+    from pytest_qnn_genai.untyped import Upstream
 
 NAME = "llama3"
 DECODER_MODELS = {"llama3_2-1b_instruct": "llama3", "llama3_2-3b_instruct": "llama3"}
@@ -63,14 +64,14 @@ CHAT_ASSISTANT = "<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n"
 
 
 def head_dim(params: dict[str, Any]) -> int:
-    return params["dim"] // params["n_heads"]
+    return int(params["dim"]) // int(params["n_heads"])
 
 
 def hidden_dim(params: dict[str, Any]) -> int:
     """SwiGLU width by ``ModelArgs.__post_init__``: 2/3 of 4*dim, times ffn_dim_multiplier,
     rounded up to ``multiple_of``."""
     h = int(params.get("ffn_dim_multiplier", 1.0) * int(2 * 4 * params["dim"] / 3))
-    m = params["multiple_of"]
+    m = int(params["multiple_of"])
     return m * ((h + m - 1) // m)
 
 
@@ -107,7 +108,7 @@ def expected_shapes(params: dict[str, Any]) -> dict[str, tuple[int, ...]]:
     """Every Meta-layout checkpoint key and its shape for ``params``."""
     dim, vocab, hid = params["dim"], params["vocab_size"], hidden_dim(params)
     q_dim, kv_dim = params["n_heads"] * head_dim(params), params["n_kv_heads"] * head_dim(params)
-    shapes = {"tok_embeddings.weight": (vocab, dim)}
+    shapes: dict[str, tuple[int, ...]] = {"tok_embeddings.weight": (vocab, dim)}
     for i in range(params["n_layers"]):
         p = f"layers.{i}."
         shapes.update({
@@ -149,29 +150,33 @@ def load_hf(folder: str | Path) -> LlamaForCausalLM:
     """``LlamaForCausalLM`` from ``folder`` (fp32, eager attention, eval mode)."""
     from transformers import LlamaForCausalLM
 
-    return LlamaForCausalLM.from_pretrained(str(folder), dtype=torch.float32,
-                                            attn_implementation="eager").eval()
+    model: LlamaForCausalLM = LlamaForCausalLM.from_pretrained(
+        str(folder), dtype=torch.float32, attn_implementation="eager")
+    model.eval()
+    return model
 
 
 # -- tokenizer -----------------------------------------------------------------------------------
 
 
-def load_tokenizer(path: str | Path) -> Any:
+def load_tokenizer(path: str | Path) -> Upstream:
     """The tokenizer as ``llama.py`` gets it (``pytorch_tokenizers.TiktokenTokenizer``)."""
     from pytorch_tokenizers import TiktokenTokenizer
 
     return TiktokenTokenizer(model_path=str(path))
 
 
-def chat_ids(tok: Any, prompt: str, n_base: int) -> list[int]:
+def chat_ids(tok: Upstream, prompt: str, n_base: int) -> list[int]:
     """``bos`` + the llama3 template qnn_llama_runner wraps a prompt in (no system prompt)."""
     sp = special_ids(n_base)
-    return ([sp["<|begin_of_text|>"], sp["<|start_header_id|>"]] + tok.encode("user", bos=False, eos=False)
-            + [sp["<|end_header_id|>"]] + tok.encode("\n\n", bos=False, eos=False)
-            + tok.encode(prompt, bos=False, eos=False)
-            + [sp["<|eot_id|>"], sp["<|start_header_id|>"]]
-            + tok.encode("assistant", bos=False, eos=False)
-            + [sp["<|end_header_id|>"]] + tok.encode("\n\n", bos=False, eos=False))
+
+    def text(s: str) -> list[int]:
+        return list(tok.encode(s, bos=False, eos=False))
+
+    return ([sp["<|begin_of_text|>"], sp["<|start_header_id|>"]] + text("user")
+            + [sp["<|end_header_id|>"]] + text("\n\n") + text(prompt)
+            + [sp["<|eot_id|>"], sp["<|start_header_id|>"]] + text("assistant")
+            + [sp["<|end_header_id|>"]] + text("\n\n"))
 
 
 # -- the family protocol --------------------------------------------------------------------------
@@ -186,12 +191,12 @@ def load_checkpoint(case: ModelCase) -> dict[str, torch.Tensor]:
     return read_checkpoint(case.path("checkpoint"), case.params_dict)
 
 
-def calibration_tokenizer(case: ModelCase) -> Any:
+def calibration_tokenizer(case: ModelCase) -> Upstream:
     """``get_tokenizer(--tokenizer_model)``: a ``TiktokenTokenizer`` (llama.py asserts it)."""
     return load_tokenizer(case.path("tokenizer_model"))
 
 
-def calibration_ids(case: ModelCase, tokenizer: Any, prompt: str) -> list[int]:
+def calibration_ids(case: ModelCase, tokenizer: Upstream, prompt: str) -> list[int]:
     """llama.py gives ``llama3_2*`` no chat template (``_from_tokenizer_model``):
     ``encode(content, bos=True)``."""
     return list(tokenizer.encode(prompt, bos=True, eos=False))
@@ -226,7 +231,7 @@ def legacy_inputs(case: ModelCase, work_dir: Path) -> LegacyInputs:
 class TiktokenToyTokenizer:
     """The trained ranks through ``pytorch_tokenizers``' Llama 3 loader, as the trainer uses it."""
 
-    def __init__(self, tok: Any) -> None:
+    def __init__(self, tok: Upstream) -> None:
         self.tok = tok
         self.bos_id, self.eos_id = int(tok.bos_id), int(tok.eos_id)
         self.chat_end_id = special_ids(self.bos_id)["<|eot_id|>"]

@@ -7,6 +7,7 @@ agreement."""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -58,7 +59,7 @@ def test_files_are_a_hugging_face_qwen3_folder(case) -> None:
 
 
 @pytest.fixture(scope="module")
-def llama_py(case, qnn_sdk, tmp_path_factory) -> SimpleNamespace:
+def llama_py(case, qnn_sdk, tmp_path_factory) -> Iterator[SimpleNamespace]:
     """llama.py's parser, config and wrappers, with the environment the legacy flow gives it."""
     from pytest_qnn_genai.compat import llama_example
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import inspect
 import sys
 import types
+from typing import Any
 
 import pytest
 
@@ -79,7 +80,7 @@ def test_every_decoder_model_finds_its_family_and_an_unknown_one_is_one_line() -
 @pytest.fixture
 def extra_family(monkeypatch: pytest.MonkeyPatch):
     """Register a module ``families.zz_extra`` made from qwen3's members (the test edits it)."""
-    module = types.ModuleType(f"{families.__name__}.zz_extra")
+    module: Any = types.ModuleType(f"{families.__name__}.zz_extra")  # attributes set below
     vars(module).update({m: getattr(FAMILIES["qwen3"], m) for m in MEMBERS})
     module.NAME, module.DECODER_MODELS = "zz_extra", {"smollm2_135m": "smollm2_135m"}
     monkeypatch.setitem(sys.modules, module.__name__, module)

@@ -102,7 +102,7 @@ def test_editing_a_stage_rebuilds_its_entry_and_nothing_else(tmp_path: Path, pac
         f.write("\n# an edit to a family, of another case even\n")
     clear_cache()
     _pipeline(tmp_path, package_copy).qdq_entry(case, EMULATOR)
-    _pipeline(tmp_path, package_copy).legacy_entry(case, EMULATOR)
+    _legacy(_pipeline(tmp_path, package_copy), case, EMULATOR)
     assert builds[4:] == ["quantize", "legacy-emulator"]
 
 
