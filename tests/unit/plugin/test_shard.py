@@ -36,7 +36,8 @@ def pytest_collection_modifyitems(items):
     if os.environ.get("QNN_SHARD_TEST_REVERSE"):
         items.reverse()
 """
-SOCS = ("--soc", "SM8650", "--soc", "SM8750")
+# two SoCs and two model cases: the counts below are of this run, whatever else is registered
+RUN = ("--soc", "SM8650", "--soc", "SM8750", "--models", "stories260k,llama3_2_toy")
 PARAMS = re.compile(r"\[(?:(?P<case>[a-z0-9_]+)-)?(?P<soc>SM\d+)-(?P<backend>htp)-(?P<device>[\w-]+)\]")
 
 
@@ -51,7 +52,7 @@ def _ran(result: pytest.RunResult) -> list[str]:
 
 
 def _collect(pytester: pytest.Pytester, *args: str) -> list[str]:
-    result = pytester.runpytest("--co", "-q", *SOCS, *args)
+    result = pytester.runpytest("--co", "-q", *RUN, *args)
     assert result.ret == pytest.ExitCode.OK, result.outlines
     return _ids(result)
 
@@ -99,10 +100,10 @@ def test_collection_order_does_not_matter(pytester: pytest.Pytester,
 def test_the_rest_is_deselected_not_skipped_and_the_terminal_says_what_ran(
         pytester: pytest.Pytester) -> None:
     pytester.makepyfile(TESTS)
-    whole = pytester.runpytest(*SOCS)
+    whole = pytester.runpytest(*RUN)
     whole.assert_outcomes(passed=11, skipped=10)  # x86-runner items: no --executorch-src
-    one = pytester.runpytest(*SOCS, "--qnn-shard", "1/2")
-    two = pytester.runpytest(*SOCS, "--qnn-shard", "2/2")
+    one = pytester.runpytest(*RUN, "--qnn-shard", "1/2")
+    two = pytester.runpytest(*RUN, "--qnn-shard", "2/2")
     one_n, two_n = one.parseoutcomes(), two.parseoutcomes()
     assert one_n.get("deselected", 0) + two_n.get("deselected", 0) == 21
     for got in (one_n, two_n):
@@ -118,8 +119,8 @@ def test_the_rest_is_deselected_not_skipped_and_the_terminal_says_what_ran(
 def test_xdist_workers_select_the_same_and_the_controller_says_it(
         pytester: pytest.Pytester) -> None:
     pytester.makepyfile(TESTS)
-    alone = pytester.runpytest(*SOCS, "--qnn-shard", "2/3", "-v")
-    workers = pytester.runpytest_subprocess(*SOCS, "--qnn-shard", "2/3", "-n", "2", "-v",
+    alone = pytester.runpytest(*RUN, "--qnn-shard", "2/3", "-v")
+    workers = pytester.runpytest_subprocess(*RUN, "--qnn-shard", "2/3", "-n", "2", "-v",
                                             "--qnn-report", "report")
     assert workers.ret == pytest.ExitCode.OK, workers.outlines[-20:]
     [results] = (pytester.path / "report").glob("*/results.json")
