@@ -41,3 +41,22 @@ def judged_generation(run: RunResult, on_phone: bool) -> list[Check]:
                             detail=f"hybrid: {run.text!r}\nkv:     {kv!r}",
                             judge="the kv-mode run's text", name="hybrid_text_is_kv_text"))
     return checks
+
+
+def runner_reads_harness_prompt(by_text: RunResult, by_ids: RunResult, ids: list[int],
+                                formatted: str) -> list[Check]:
+    """The runner's own ``--prompt`` run (``by_text``) against the harness's copy of its chat
+    template and tokenizer (``formatted``, ``ids``) and the run it makes from those ids
+    (``by_ids``): as many prompt tokens, its echo the formatted text, the same generation."""
+    echo = str(by_text.extra.get("outputs_txt", ""))
+    return [Check("prompt tokens the runner read", len(ids), by_text.perf.prompt_tokens,
+                  ok=by_text.perf.prompt_tokens == len(ids),
+                  judge="the harness's template and tokenizer", name="runner_prompt_tokens",
+                  detail=f"formatted: {formatted!r}"),
+            Check("runner's echo = the harness's formatted prompt", formatted, echo[:len(formatted)],
+                  ok=echo.startswith(formatted), judge="the harness's template",
+                  name="runner_prompt_echo"),
+            Check("generation from --prompt = from the harness's ids", by_ids.text, by_text.text,
+                  ok=by_ids.prompt_tokens == ids and by_text.text == by_ids.text,
+                  judge="the run from the harness's ids", name="runner_prompt_generation",
+                  detail=f"--prompt: {by_text.text!r}\nids:      {by_ids.text!r}")]

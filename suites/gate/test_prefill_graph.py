@@ -10,10 +10,9 @@ the QDQ graph's (teacher-forced on the prompt), with the gate's thresholds for t
 """
 from __future__ import annotations
 
-import numpy as np
 import torch
 
-from pytest_qnn_genai.checks import numerics
+from pytest_qnn_genai.checks import agreement, parity
 from pytest_qnn_genai.devices.runner_output import LogitsQuant, dequantize
 from pytest_qnn_genai.hybrid import PREFILL
 from pytest_qnn_genai.runtime.prefill import first_chunk_inputs
@@ -25,7 +24,7 @@ MIN_SQNR_DB = 30.0
 
 
 def test_prefill_graph_runs_the_qdq_graph_on_the_target(qnn_pipeline, qnn_case, qnn_target,
-                                                        qnn_pte) -> None:
+                                                        qnn_pte, qnn_record) -> None:
     info = inspect_pte(qnn_pte.pte)
     meta = info.methods[PREFILL]
     ar = meta.inputs[0].shape[-1]
@@ -42,6 +41,7 @@ def test_prefill_graph_runs_the_qdq_graph_on_the_target(qnn_pipeline, qnn_case, 
     # row's own next token does not change the row)
     qdq = qnn_pipeline.qdq_logits(qnn_case, qnn_target, ids[:1], ids[1:] + [0])
     assert qdq.shape == target.shape
-    cos = numerics.rowwise_cosine(qdq, target)
-    assert float(cos.min()) >= MIN_ROW_COSINE, f"per-position cosine {np.round(cos, 4)}"
-    assert numerics.sqnr_db(qdq, target) >= MIN_SQNR_DB
+    checks = agreement.logits_follow_qdq(qdq, target, MIN_ROW_COSINE, MIN_SQNR_DB,
+                                         what="prefill", rows="position")
+    qnn_record("gate", checks)
+    assert all(c.ok for c in checks), parity.failures(checks)

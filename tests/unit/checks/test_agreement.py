@@ -89,3 +89,14 @@ def test_smoke_checks() -> None:
     assert not agreement.loses_no_more(fp32, np.zeros(100), fp32, 0.5, 10.0)[0].ok  # broken QDQ
     assert agreement.close_to_fp32(fp32, fp32 + 1e-4, 40.0).ok
     assert not agreement.close_to_fp32(fp32, fp32 + 0.1, 40.0).ok
+
+
+def test_logits_follow_qdq_names_its_rows() -> None:
+    good = agreement.logits_follow_qdq(FP32, FP32 + 1e-4, 0.995, 30.0, what="prefill",
+                                       rows="position")
+    assert _verdicts(good) == ["pass", "pass"]
+    assert [c.name for c in good] == ["prefill_min_row_cosine", "prefill_sqnr_db"]
+    assert good[0].check == "prefill vs QDQ per-position cosine (min of 24)"
+    broken = FP32.copy()
+    broken[7] = -broken[7]  # one prompt position's logits wrong: the min row cosine sees it
+    assert _verdicts(agreement.logits_follow_qdq(FP32, broken, 0.995, 30.0))[0] == "fail"

@@ -39,3 +39,23 @@ def test_on_a_phone_the_hybrid_text_must_be_the_kv_runs() -> None:
 def test_a_run_without_logits_fails() -> None:
     run = dataclasses.replace(_run([3, 5, 2]), logits=None)
     assert [c.ok for c in judged_generation(run, on_phone=True)] == [False]
+
+
+def test_the_runners_prompt_path_is_held_to_the_harness_ids() -> None:
+    from pytest_qnn_genai.checks.generation import runner_reads_harness_prompt
+
+    formatted, ids = "[INST] hi [/INST]", [1, 7, 8, 9]
+    by_text = dataclasses.replace(_run([3, 5, 2]), perf=PerfStats(4, 3, 0.0, 1.0, 1.0, 0.0),
+                                  extra={"outputs_txt": formatted + " a b c"})
+    by_ids = dataclasses.replace(_run([3, 5, 2]), prompt_tokens=ids)
+    assert all(c.ok for c in runner_reads_harness_prompt(by_text, by_ids, ids, formatted))
+    # the runner read one token more than the harness's template gives (a template drift)
+    assert [c.ok for c in runner_reads_harness_prompt(by_text, by_ids, [1, *ids], formatted)
+            ][0] is False
+    # its echo is another text; its generation differs from the run from the harness's ids
+    echo = dataclasses.replace(by_text, extra={"outputs_txt": "<s>hi a b c"})
+    assert [c.ok for c in runner_reads_harness_prompt(echo, by_ids, ids, formatted)] == [
+        True, False, True]
+    other = dataclasses.replace(by_ids, text=" a b d")
+    assert [c.ok for c in runner_reads_harness_prompt(by_text, other, ids, formatted)] == [
+        True, True, False]
