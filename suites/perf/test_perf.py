@@ -196,7 +196,7 @@ def test_ab_accuracy_deltas(qnn_ab_pair, qnn_pipeline, qnn_sdk, qnn_case, qnn_ta
     lookahead = _lookahead_sides(qnn_case, a, b)
     if lookahead:  # teacher-forced logits need the host runner, which decodes AR-1 only
         pytest.skip(f"{', '.join(lookahead)} is a lookahead build: its text is held to the hybrid "
-                    "build's greedy text (suites/gate/test_lookahead.py), no logits are dumped")
+                    "build's greedy text (suites/perf/test_lookahead.py), no logits are dumped")
     prepared = qnn_pipeline.prepared(qnn_case)
     figures = {}
     for name in (a, b):
