@@ -154,7 +154,9 @@ class Pipeline:
         in this process on the emulator, with the runner on a phone (``digest`` names the pushed
         copy; default: the file's sha256). ``runner_prompt``: the runner formats and encodes
         ``prompt`` itself (``--prompt``); only upstream's runners can (not the emulator).
-        ``prompt_ids``: the ids to run (upstream's runners), instead of ``prompt`` encoded."""
+        ``prompt_ids``: the ids to run (upstream's runners), instead of ``prompt`` encoded.
+        A lookahead ``case`` (:attr:`ModelCase.is_lookahead`) runs with ``--eval_mode 2`` and
+        its window/ngram/gcap: only upstream's runners decode it."""
         prompt = prompt if prompt is not None else case.eval_prompt
         n = max_new_tokens or case.max_new_tokens
         version = self.decoder_model_version(case)
@@ -165,12 +167,16 @@ class Pipeline:
             if runner_prompt or prompt_ids is not None:
                 raise RunStageError(f"{target.id}: the host runner takes ids; --prompt is "
                                     "upstream's runners' path")
+            if case.is_lookahead:
+                raise RunStageError(f"{target.id}: {case.name} is a lookahead build; only "
+                                    "upstream's qnn_llama_runner decodes it (--eval_mode 2: the "
+                                    "x86-runner target or a phone), the host runner decodes AR-1")
             return run(pte, case.path("tokenizer_model"), prompt, target, n,
                        decoder_model_version=version)
         return device.generate(pte, case.path("tokenizer_model"), case.path("tokenizer_bin"),
                                prompt, n, target, digest, logits=logits,
                                decoder_model_version=version, runner_prompt=runner_prompt,
-                               prompt_ids=prompt_ids)
+                               prompt_ids=prompt_ids, lookahead=case.lookahead)
 
     def decoder_model_version(self, case: ModelCase) -> str:
         """The runner's ``--decoder_model_version`` for ``case`` (llama.py's model config),

@@ -60,3 +60,24 @@ def runner_reads_harness_prompt(by_text: RunResult, by_ids: RunResult, ids: list
                   ok=by_ids.prompt_tokens == ids and by_text.text == by_ids.text,
                   judge="the run from the harness's ids", name="runner_prompt_generation",
                   detail=f"--prompt: {by_text.text!r}\nids:      {by_ids.text!r}")]
+
+
+def lookahead_matches_hybrid(lookahead: RunResult, hybrid: RunResult) -> list[Check]:
+    """Lookahead decoding accepts only tokens that are the greedy choice after the tokens before
+    them (``runner/lhd_token_generator.cpp``), so its text must be the hybrid run's greedy text
+    for the same prompt and as many tokens. Rows: the text (``legacy`` the hybrid run's,
+    ``new`` the lookahead run's, ``delta`` the first differing character) and the tokens each
+    run produced."""
+    la, hy = lookahead.text, hybrid.text
+    first = next((i for i, (a, b) in enumerate(zip(la, hy)) if a != b), min(len(la), len(hy)))
+    same = la == hy
+    produced = [r.extra.get("produced", r.perf.generated_tokens) for r in (lookahead, hybrid)]
+    return [
+        Check("lookahead text = hybrid greedy text", hy, la, "" if same else f"char {first}",
+              ok=same, judge="the hybrid run's greedy text", name="lookahead_text_is_greedy",
+              detail="" if same else f"hybrid:    {hy[max(0, first - 20):first + 40]!r}\n"
+                                     f"lookahead: {la[max(0, first - 20):first + 40]!r}"),
+        Check("lookahead tokens produced = hybrid's", produced[1], produced[0],
+              ok=produced[0] == produced[1], judge="the hybrid run's count",
+              name="lookahead_tokens_produced"),
+    ]

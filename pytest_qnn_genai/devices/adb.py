@@ -55,6 +55,7 @@ INFRA_PATTERNS: tuple[re.Pattern[str], ...] = tuple(
     )
 )
 _PROGRESS_LINE = re.compile(r"^\[\s*\d+%\].*$", re.MULTILINE)
+PHONE_WORKSPACE_ROOT = "/data/local/tmp/pytest-qnn-genai"  # every session's folder under it
 SHELL_START_MARKER = "__pytest_qnn_genai_shell_started__"
 SOC_BY_BOARD_PLATFORM = {
     "lahaina": "SM8350",
@@ -122,6 +123,10 @@ class AdbDevice:
     @property
     def serial(self) -> str:
         return self._serial
+
+    @property
+    def workspace_root(self) -> str:
+        return PHONE_WORKSPACE_ROOT
 
     def __repr__(self) -> str:
         return f"AdbDevice({self.serial!r}, host={self.host!r}, port={self.port!r})"

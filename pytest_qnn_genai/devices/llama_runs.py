@@ -22,6 +22,24 @@ behaves the same), checked here so that a runner that breaks it fails the run, n
   last thing in outputs.txt (at most N). An EOS from prefill is not a stop. A run that exits 0
   without an observer line generated nothing (with ``--tokenized_prompt`` upstream ignores a
   failed load). Anything else is a :class:`RunnerContractError`.
+* **Lookahead** (``--eval_mode 2 --window W --ngram N --gcap G``, a ``--model_mode lookahead``
+  build: its ``kv_forward`` takes AR = next_power_of_two((W + G) * (N - 1)) tokens). The prompt
+  pass is the hybrid one; each decode step (lhd_token_generator.cpp ``LhdTokenGenerator::
+  generate``) feeds the current token, W x (N - 2) lookahead-branch tokens and up to G
+  candidate n-grams of N - 1 tokens from its pool, then accepts the argmax of the current
+  token's row and, while a candidate's tokens equal the argmax before them, the argmax of that
+  candidate's next row: every accepted token is the greedy choice after the tokens before it,
+  so the text is the hybrid run's greedy text. Three differences from hybrid, checked here:
+  (W + G) x (N - 1) must be the program's decode AR exactly: more rows abort the runner
+  (kv_manager.cpp ``init_attention_mask``: "The size of attention_map (21) doesn't match with
+  ar_len (16)"), and fewer make it read its attention map past the end (the same loop runs to
+  ar_len; measured on the x86 simulator with a 16-row program: 12 and 8 rows segfault, 14 ran),
+  so llama.py's rounding up to a power of two is only safe when nothing is rounded; a step may
+  accept up to N tokens, so the loop ``pos < seq_len - 1`` overshoots by up to N - 1 (N to
+  N + N - 1 tokens, never fewer than N without an EOS); and the loop stops early once ``pos >
+  context - AR``, so a request must keep P + N - 2 <= context - AR. Both request rules are
+  refused first, one line each. Upstream evaluates lookahead builds with no logits
+  (``export_llama`` refuses tasks/SQNR eval for them): no kv-mode dump here either.
 * **Logits.** Only kv mode dumps them (``--eval_mode 0``). As upstream's device evaluator
   (device_evaluator.py ``SqnrEval.run``), a second run of the same program with ``--eval_mode 0
   --temperature 0 --tokenized_prompt --dump_logits_path`` gives P prompt rows then one row per
@@ -60,7 +78,7 @@ if TYPE_CHECKING:
     from pytest_qnn_genai.devices.workspace import DeviceWorkspace
     from pytest_qnn_genai.runtime.tokenizer import CaseTokenizer
 
-KV_MODE, HYBRID_MODE = 0, 1  # qnn_llama_runner --eval_mode
+KV_MODE, HYBRID_MODE, LOOKAHEAD_MODE = 0, 1, 2  # qnn_llama_runner --eval_mode
 TOKENS_FROM_TEXT = ("re-tokenized from the runner's text with the case's tokenizer (the runner "
                     "reports no ids; no logits were asked for)")
 TOKENS_FROM_LOGITS = ("argmax of the kv-mode run's dumped logits (the runner's greedy choice); "
@@ -84,6 +102,7 @@ class ProgramFacts:
     vocab_size: int
     quant: LogitsQuant
     shared_buffer: bool
+    decode_ar: int = 1  # kv_forward's tokens per call (a lookahead build's is > 1)
 
     @classmethod
     def of(cls, pte: Path) -> ProgramFacts:
@@ -104,13 +123,38 @@ class ProgramFacts:
                    int(c["get_vocab_size"]),
                    LogitsQuant(float(c.get("get_logits_scale", 1.0)),
                                int(c.get("get_logits_zero_point", 0)), logits),
-                   bool(compile_options(pte)["shared_buffer"]))
+                   bool(compile_options(pte)["shared_buffer"]),
+                   info.methods[DECODE].inputs[0].shape[-1])
+
+
+@dataclass(frozen=True)
+class Lookahead:
+    """``--window --ngram --gcap`` of a lookahead run (what the program was built with)."""
+
+    window: int
+    ngram: int
+    gcap: int
+
+    @property
+    def rows(self) -> int:
+        """Decode-graph rows one step fills: (window + gcap) x (ngram - 1)."""
+        return (self.window + self.gcap) * (self.ngram - 1)
+
+    @property
+    def overshoot(self) -> int:
+        """Tokens a run may produce past ``--seq_len``: one step accepts up to ngram tokens."""
+        return self.ngram - 1
+
+    def flags(self) -> list[str]:
+        return ["--window", str(self.window), "--ngram", str(self.ngram), "--gcap",
+                str(self.gcap)]
 
 
 def plan_seq_len(facts: ProgramFacts, prompt_tokens: int, max_new_tokens: int,
-                 eval_mode: int) -> int:
+                 eval_mode: int, lookahead: Lookahead | None = None) -> int:
     """``--seq_len`` for ``max_new_tokens`` after a ``prompt_tokens``-token prompt (P + N),
-    or :class:`RunnerRequestError` where the runner would abort or clamp."""
+    or :class:`RunnerRequestError` where the runner would abort or clamp, or (``lookahead``)
+    overrun the decode graph or stop at the context early (module docstring)."""
     p, n, ctx = prompt_tokens, max_new_tokens, facts.context_len
     if p < 1 or n < 1:
         raise RunnerRequestError(f"a run needs a prompt and new tokens, got P={p}, N={n}")
@@ -118,7 +162,24 @@ def plan_seq_len(facts: ProgramFacts, prompt_tokens: int, max_new_tokens: int,
         raise RunnerRequestError(
             f"a {p}-token prompt and {n} new tokens need --seq_len {p + n}, beyond the program's "
             f"context of {ctx} (qnn_llama_runner would clamp it and return fewer tokens)")
-    if eval_mode == HYBRID_MODE and p > ctx - facts.prefill_ar:
+    if (eval_mode == LOOKAHEAD_MODE) != (lookahead is not None):
+        raise RunnerRequestError(f"--eval_mode {eval_mode} with lookahead {lookahead}: the "
+                                 f"lookahead flags go with --eval_mode {LOOKAHEAD_MODE} only")
+    if lookahead is not None:
+        if lookahead.rows != facts.decode_ar:
+            raise RunnerRequestError(
+                f"lookahead --window {lookahead.window} --ngram {lookahead.ngram} --gcap "
+                f"{lookahead.gcap} fills (window + gcap) x (ngram - 1) = {lookahead.rows} rows of "
+                f"a decode graph of {facts.decode_ar}: the runner "
+                + ("aborts" if lookahead.rows > facts.decode_ar else
+                   "reads its attention map past the end") + " (the program was built for other "
+                "lookahead settings, or not for lookahead)")
+        if p + n - 2 > ctx - facts.decode_ar:
+            raise RunnerRequestError(
+                f"a {p}-token prompt and {n} new tokens reach position {p + n - 2}; the "
+                f"lookahead loop stops past context {ctx} - decode AR {facts.decode_ar} = "
+                f"{ctx - facts.decode_ar} and would return fewer tokens")
+    if eval_mode in (HYBRID_MODE, LOOKAHEAD_MODE) and p > ctx - facts.prefill_ar:
         raise RunnerRequestError(
             f"a {p}-token prompt exceeds the {ctx - facts.prefill_ar} tokens the hybrid prompt "
             f"processor takes (context {ctx} - prefill AR {facts.prefill_ar}); the runner aborts")
@@ -135,8 +196,10 @@ class Generation:
 
 
 def check_generation(files: RunnerFiles, echo: str, prompt_tokens: int, max_new_tokens: int,
-                     eos_pieces: tuple[str, ...], serial: str) -> Generation:
-    """Parse one run's files and hold them to the contract (module docstring)."""
+                     eos_pieces: tuple[str, ...], serial: str,
+                     overshoot: int = 0) -> Generation:
+    """Parse one run's files and hold them to the contract (module docstring); ``overshoot``:
+    the tokens a lookahead run may produce past ``max_new_tokens``."""
     log = files.run_log.read_text(errors="replace") if files.run_log else ""
     if "PyTorchObserver" not in log:
         lines = [ln.strip() for ln in log.splitlines() if ln.strip()]
@@ -153,11 +216,13 @@ def check_generation(files: RunnerFiles, echo: str, prompt_tokens: int, max_new_
         raise RunnerContractError(f"the runner read {got_p} prompt tokens, {prompt_tokens} were "
                                   "sent")
     piece = next((e for e in eos_pieces if result.text.endswith(e)), None) if produced > 1 else None
-    if produced > max_new_tokens or (produced < max_new_tokens and piece is None):
+    if produced > max_new_tokens + overshoot or (produced < max_new_tokens and piece is None):
+        expected = (f"{max_new_tokens}" if not overshoot
+                    else f"{max_new_tokens}..{max_new_tokens + overshoot} (lookahead)")
         raise RunnerContractError(
             f"qnn_llama_runner produced {produced} tokens (observer generated_tokens "
             f"{produced - 1} + the prefill token) for --seq_len {prompt_tokens + max_new_tokens} "
-            f"after a {prompt_tokens}-token prompt: expected {max_new_tokens}"
+            f"after a {prompt_tokens}-token prompt: expected {expected}"
             + ("" if produced > max_new_tokens else
                f", or fewer ending at an EOS piece {eos_pieces}; outputs.txt ends "
                f"{result.text[-24:]!r}"))
@@ -171,8 +236,10 @@ def generate(ws: DeviceWorkspace, runner: Path, pte: Path, pte_digest: str, toke
              max_new_tokens: int, local_dir: Path, timeout_s: float, *, serial: str,
              logits: bool = False, facts: ProgramFacts | None = None,
              decoder_model_version: str | None = None, runner_prompt: bool = False,
-             ) -> RunResult:
-    """The hybrid run (text, perf) and, with ``logits``, the kv-mode run (logits, exact ids).
+             lookahead: Lookahead | None = None) -> RunResult:
+    """The hybrid run (text, perf) and, with ``logits``, the kv-mode run (logits, exact ids);
+    with ``lookahead``, a lookahead run (``--eval_mode 2``) instead of the hybrid one, and no
+    logits (module docstring).
     ``facts``: what the program says (default: read out of ``pte``); ``decoder_model_version``:
     the runner's ``--decoder_model_version`` (its extra EOS pieces, e.g. ``<|eot_id|>``, and its
     chat template). ``runner_prompt``: give the runner ``--prompt prompt`` to format and encode
@@ -181,7 +248,11 @@ def generate(ws: DeviceWorkspace, runner: Path, pte: Path, pte_digest: str, toke
     echo."""
     facts = facts or ProgramFacts.of(pte)
     p = len(prompt_ids)
-    seq_len = plan_seq_len(facts, p, max_new_tokens, HYBRID_MODE)
+    text_mode = HYBRID_MODE if lookahead is None else LOOKAHEAD_MODE
+    if lookahead is not None and logits:
+        raise RunnerRequestError("a lookahead run dumps no logits (only --eval_mode 0 does, and "
+                                 "upstream evaluates lookahead builds without them)")
+    seq_len = plan_seq_len(facts, p, max_new_tokens, text_mode, lookahead)
     local_dir.mkdir(parents=True, exist_ok=True)
     if runner_prompt:
         text, remote_ids, echo = prompt, None, format_prompt(decoder_model_version, prompt)
@@ -201,18 +272,26 @@ def generate(ws: DeviceWorkspace, runner: Path, pte: Path, pte_digest: str, toke
                        for e in sorted(stop_ids(tokenizer, decoder_model_version)))
 
     def run(mode: int, name: str) -> tuple[Generation, RunnerFiles]:
+        flags = lookahead.flags() if mode == LOOKAHEAD_MODE and lookahead else []
         files = ws.run_llama_runner(runner, remote_pte, remote_tok, text, seq_len, timeout_s,
                                     local_dir / name, eval_mode=mode,
                                     dump_logits=mode == KV_MODE, tokenized_prompt=remote_ids,
                                     shared_buffer=facts.shared_buffer,
-                                    decoder_model_version=decoder_model_version)
-        return check_generation(files, echo, p, max_new_tokens, eos_pieces, serial), files
+                                    decoder_model_version=decoder_model_version,
+                                    extra_args=flags)
+        overshoot = lookahead.overshoot if mode == LOOKAHEAD_MODE and lookahead else 0
+        return (check_generation(files, echo, p, max_new_tokens, eos_pieces, serial, overshoot),
+                files)
 
-    hybrid, _ = run(HYBRID_MODE, "hybrid")
+    hybrid, _ = run(text_mode, "hybrid" if lookahead is None else "lookahead")
     result = hybrid.result
     result.prompt_tokens = list(prompt_ids)
     extra: dict[str, Json] = {"seq_len": seq_len, "shared_buffer": facts.shared_buffer,
-                             "eos_piece": hybrid.eos_piece, "tokens_source": TOKENS_FROM_TEXT}
+                             "eos_piece": hybrid.eos_piece, "tokens_source": TOKENS_FROM_TEXT,
+                             "eval_mode": text_mode, "produced": hybrid.produced}
+    if lookahead is not None:
+        extra["lookahead"] = {"window": lookahead.window, "ngram": lookahead.ngram,
+                              "gcap": lookahead.gcap, "decode_ar": facts.decode_ar}
     if logits:
         kv, files = run(KV_MODE, "kv")
         if files.logits_bin is None:

@@ -14,6 +14,10 @@ libraries found by the runner's own ``$ORIGIN`` and ``LD_LIBRARY_PATH=.``.
 - ``pull``: a copy, its size checked.
 - ``health``: this machine is whatever SoC is asked for (the simulator is given the SoC by the
   program's context binary); its ABI is the machine's (``x86_64``).
+- ``workspace_root``: the sessions' workspaces live under ``root``, not in the phone's
+  ``/data/local/tmp``: on one machine that folder is every process's, and each runner call
+  empties the workspace's ``run/`` first (measured: another pytest session's x86-runner calls
+  made this one's runner read a half-written run folder, "exited 0 but generated nothing").
 """
 from __future__ import annotations
 
@@ -48,6 +52,12 @@ class LocalTransport:
     @property
     def serial(self) -> str:
         return self._name
+
+    @property
+    def workspace_root(self) -> str:
+        """Where :class:`~pytest_qnn_genai.devices.workspace.DeviceWorkspace` folders go: this
+        transport's own folder (see the module docstring)."""
+        return str(self.root.resolve() / "data-local-tmp")
 
     def describe(self) -> str:
         return f"this machine ({platform.machine()}, QNN's x86 HTP simulator) in {self.root}"

@@ -127,9 +127,10 @@ class DeviceSession:
                  max_new_tokens: int, target: Target, pte_digest: str | None = None,
                  logits: bool = False, decoder_model_version: str | None = None,
                  runner_prompt: bool = False, prompt_ids: list[int] | None = None,
-                 ) -> RunResult:
+                 lookahead: tuple[int, int, int] | None = None) -> RunResult:
         """``max_new_tokens`` greedy tokens after ``prompt`` with qnn_llama_runner: the hybrid
-        run, and with ``logits`` a kv-mode run that dumps them (:mod:`.llama_runs`). The prompt
+        run, and with ``logits`` a kv-mode run that dumps them (:mod:`.llama_runs`);
+        ``lookahead`` = ``(window, ngram, gcap)``: a lookahead run instead. The prompt
         is encoded with ``tokenizer_model`` (BOS from the tokenizer, as the runner); the runner
         reads ``tokenizer_bin`` (llama2.c cases), else ``tokenizer_model``."""
         try:  # executorch.runtime before sentencepiece: the reverse order can crash after activate()
@@ -154,7 +155,8 @@ class DeviceSession:
             else encode(tokenizer, prompt), max_new_tokens,
             self.local_dir / f"{self.serial}-run{self.runs}", self.run_timeout_s,
             serial=self.serial, logits=logits, decoder_model_version=decoder_model_version,
-            runner_prompt=runner_prompt)
+            runner_prompt=runner_prompt,
+            lookahead=llama_runs.Lookahead(*lookahead) if lookahead is not None else None)
         result.extra.update(target=target.id, prompt=prompt, serial=self.serial,
                             soc=self.info.soc if self.info else "")
         return result

@@ -99,6 +99,11 @@ class Transport(Protocol):
         """The device's name as the user gave it (an adb serial, ``local``)."""
         ...
 
+    @property
+    def workspace_root(self) -> str:
+        """The device folder the sessions' workspaces go under (a phone's ``/data/local/tmp``)."""
+        ...
+
     def describe(self) -> str:
         """One line: the device and how it is reached."""
         ...

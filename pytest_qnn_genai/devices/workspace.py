@@ -31,7 +31,6 @@ from pytest_qnn_genai.files import file_sha256
 if TYPE_CHECKING:
     from pytest_qnn_genai.devices.transport import Transport
 
-DEFAULT_ROOT = "/data/local/tmp/pytest-qnn-genai"
 RUNNER_NAME = "qnn_llama_runner"
 EXECUTOR_NAME = "qnn_executor_runner"
 RUN_DIR = "run"
@@ -76,8 +75,9 @@ def _check_name(value: str, what: str) -> str:
 class DeviceWorkspace:
     """The session's directory on one device, reached through a :class:`Transport`."""
 
-    def __init__(self, device: Transport, session_id: str, root: str = DEFAULT_ROOT) -> None:
+    def __init__(self, device: Transport, session_id: str, root: str | None = None) -> None:
         self.device = device
+        root = device.workspace_root if root is None else root
         self.path = f"{root.rstrip('/')}/{_check_name(session_id, 'session id')}"
 
     def remote(self, *parts: str) -> str:

@@ -26,6 +26,7 @@ LEGACY_FLAGS = {
     "prefill_ar_len": "--prefill_ar_len", "max_seq_len": "--max_seq_len",
     "max_context_len": "--max_context_len", "soc": "--soc_model", "backend": "--backend",
     "temperature": "--temperature", "emulator": "--enable_x86_64",
+    "window": "--window", "ngram": "--ngram", "gcap": "--gcap",
 }
 
 
@@ -45,11 +46,16 @@ def argv_flags(argv: tuple[str, ...] | list[str]) -> dict[str, str | bool]:
 
 
 def new_flow_settings(case: ModelCase, target: Target) -> dict[str, object]:
-    """The settings the staged flow builds ``case`` for ``target`` with."""
-    return {"decoder_model": case.decoder_model, "model_mode": case.model_mode,
-            "prefill_ar_len": case.prefill_ar_len, "max_seq_len": case.max_seq_len,
-            "max_context_len": case.max_context_len, "soc": target.soc.name,
-            "backend": target.backend, "temperature": 0, "emulator": target.is_emulator}
+    """The settings the staged flow builds ``case`` for ``target`` with (lookahead's window,
+    ngram and gcap for a lookahead build only)."""
+    settings: dict[str, object] = {
+        "decoder_model": case.decoder_model, "model_mode": case.model_mode,
+        "prefill_ar_len": case.prefill_ar_len, "max_seq_len": case.max_seq_len,
+        "max_context_len": case.max_context_len, "soc": target.soc.name,
+        "backend": target.backend, "temperature": 0, "emulator": target.is_emulator}
+    if case.lookahead is not None:
+        settings.update(zip(("window", "ngram", "gcap"), case.lookahead))
+    return settings
 
 
 def _as(value: object, like: object) -> object:

@@ -107,6 +107,9 @@ def legacy_argv(case: ModelCase, target: Target, out_dir: Path, calib_file: Path
             "--artifact", str(out_dir), "--calib_samples", str(calib_file)]
     if parser.has("--backend"):
         args += ["--backend", target.backend]
+    if case.lookahead is not None:
+        window, ngram, gcap = case.lookahead
+        args += ["--window", str(window), "--ngram", str(ngram), "--gcap", str(gcap)]
     if target.is_emulator:
         args.append("--enable_x86_64")
     return args
@@ -142,6 +145,9 @@ def check_supported(case: ModelCase, target: Target, parser: LegacyParser,
         _require(parser, flag, why)
     _require_choice(parser, "--decoder_model", case.decoder_model, f"model case {case.name}")
     _require_choice(parser, "--model_mode", case.model_mode, f"model case {case.name}")
+    if case.is_lookahead:
+        for flag in ("--window", "--ngram", "--gcap"):
+            _require(parser, flag, f"lookahead decoding (model case {case.name})")
     if target.is_emulator:
         _require(parser, "--enable_x86_64", "the x86 emulator target")
         if target.backend not in EMULATOR_BACKENDS:

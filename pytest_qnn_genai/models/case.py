@@ -11,6 +11,14 @@ weights built by the staged flow with other static-graph shapes or a 16-bit KV c
 (``{"kv16": {"kv_io_bit_width": 16}}``), for the emulator A/B gate (``--qnn-ab ar8:new``).
 ``new`` names the case as it is and ``legacy`` llama.py's build of it. A variant's name is
 ``<case>@<variant>`` (:attr:`ModelCase.is_variant`).
+
+A case or variant may build llama.py's *lookahead* mode (``{"la": {"model_mode": "lookahead",
+"window": 4, "ngram": 3, "gcap": 4}}``): the decode graph then takes
+:attr:`ModelCase.decode_ar_len` = next_power_of_two((window + gcap) * (ngram - 1)) tokens per call
+(llama.py ``base_component.process_model_args``), and upstream's runner decodes it with
+``--eval_mode 2 --window --ngram --gcap`` (``runner/lhd_token_generator.cpp``). The three
+lookahead fields are build settings of a lookahead build only: a hybrid build's cache keys leave
+them out.
 """
 from __future__ import annotations
 
@@ -27,12 +35,20 @@ if TYPE_CHECKING:
 # Settings read when a built program runs, never when it is built (prompts, token counts, the perf
 # workload in ``extra``): they stay out of build cache keys.
 RUNTIME_FIELDS = ("eval_prompt", "max_new_tokens", "extra")
-# Build settings a variant may change (shapes of the static graphs, the KV cache IO width; the
-# weights, tokenizer and the recipe's weight and activation dtypes stay the case's own), the KV
-# IO widths a static LLM has (upstream's llm_wrappers: 8 or 16), and the variant names every case
-# has.
-VARIANT_FIELDS = ("prefill_ar_len", "max_seq_len", "max_context_len", "kv_io_bit_width")
+# Build settings a variant may change (shapes of the static graphs, the KV cache IO width, the
+# model mode and lookahead's window/ngram/gcap; the weights, tokenizer and the recipe's weight and
+# activation dtypes stay the case's own), the KV IO widths a static LLM has (upstream's
+# llm_wrappers: 8 or 16), llama.py's --model_mode choices with the runner's --eval_mode for each
+# (decoder_constants.EVAL_MODE), the least lookahead fields the runner can decode with (below
+# them lhd_token_generator.cpp divides by zero or indexes lhd_branch_[ngram - 2] < 0), and the
+# variant names every case has.
+LOOKAHEAD_FIELDS = ("window", "ngram", "gcap")
+VARIANT_FIELDS = ("prefill_ar_len", "max_seq_len", "max_context_len", "kv_io_bit_width",
+                  "model_mode", *LOOKAHEAD_FIELDS)
 KV_IO_BIT_WIDTHS = (8, 16)
+MODEL_MODES = {"kv": 0, "hybrid": 1, "lookahead": 2}
+LOOKAHEAD = "lookahead"
+LOOKAHEAD_MINIMA = {"window": 1, "ngram": 2, "gcap": 1}
 FLOW_VARIANTS = ("legacy", "new")
 VARIANT_SEPARATOR = "@"
 FILE_FIELDS = ("checkpoint", "params", "tokenizer_model", "tokenizer_bin")
@@ -60,11 +76,14 @@ class ModelCase:
     max_context_len: int = 128
     quant_recipe: str = "16a4w"  # see stages.recipe
     kv_io_bit_width: int = 8
+    window: int = 8  # lookahead only (llama.py's --window/--ngram/--gcap, their defaults)
+    ngram: int = 5
+    gcap: int = 8
     eval_prompt: str = "Once upon a time"
     max_new_tokens: int = 48
     calibration_prompts: tuple[str, ...] = ()
     extra: dict[str, Any] = field(default_factory=dict)  # free-form JSON
-    variants: dict[str, dict[str, int]] = field(default_factory=dict)  # name -> VARIANT_FIELDS
+    variants: dict[str, dict[str, int | str]] = field(default_factory=dict)  # VARIANT_FIELDS
     packaged: bool = True  # shipped in the package (False: found through --qnn-cases)
 
     def path(self, attr: str) -> Path:
@@ -101,11 +120,66 @@ class ModelCase:
         """Everything that shapes what the pipeline builds from this case (a cache-key input), and
         nothing that does not: the run-time settings (:data:`RUNTIME_FIELDS`) are left out, so
         changing the eval prompt or the token count rebuilds no model."""
+        unused = () if self.is_lookahead else LOOKAHEAD_FIELDS  # keys of hybrid builds unchanged
         spec = {k: v for k, v in asdict(self).items()
-                if k not in ("folder", "variants", "packaged", *RUNTIME_FIELDS)}
+                if k not in ("folder", "variants", "packaged", *RUNTIME_FIELDS, *unused)}
         spec.update({k: Path(getattr(self, k)).name for k in FILE_FIELDS})  # where: no matter
         spec["file_sha256"] = {role: file_sha256(p) for role, p in self.files().items()}
         return spec
+
+    @property
+    def is_lookahead(self) -> bool:
+        """Whether this builds llama.py's lookahead mode (decode graph of
+        :attr:`decode_ar_len` tokens)."""
+        return self.model_mode == LOOKAHEAD
+
+    @property
+    def lookahead(self) -> tuple[int, int, int] | None:
+        """``(window, ngram, gcap)`` of a lookahead build (the runner's flags), else None."""
+        return (self.window, self.ngram, self.gcap) if self.is_lookahead else None
+
+    @property
+    def decode_ar_len(self) -> int:
+        """Tokens per call of the decode graph (``kv_forward``): 1, or in lookahead mode the
+        next power of two of ``(window + gcap) * (ngram - 1)``, as llama.py rounds it."""
+        if not self.is_lookahead:
+            return 1
+        n = (self.window + self.gcap) * (self.ngram - 1)
+        return 1 << max(n - 1, 0).bit_length()
+
+    @property
+    def eval_mode(self) -> int:
+        """qnn_llama_runner's ``--eval_mode`` for this build's text run (``kv`` builds: 0)."""
+        return MODEL_MODES[self.model_mode]
+
+    def check_mode(self) -> None:
+        """``model_mode`` is one of llama.py's; a lookahead build's fields are what the runner
+        can decode with (each at least its minimum, and (window + gcap) x (ngram - 1) exactly the
+        decode graph's length, a power of two: see :mod:`pytest_qnn_genai.devices.llama_runs`)
+        and its decode graph fits the context (llama.py's own assertion)."""
+        if not isinstance(self.model_mode, str) or self.model_mode not in MODEL_MODES:
+            raise ModelCaseError(f"model_mode {self.model_mode!r} is not one of llama.py's "
+                                 f"{', '.join(MODEL_MODES)}")
+        if not self.is_lookahead:
+            return
+        low = {k: getattr(self, k) for k, least in LOOKAHEAD_MINIMA.items()
+               if not (type(getattr(self, k)) is int and getattr(self, k) >= least)}
+        if low:
+            raise ModelCaseError(f"lookahead {low}: needs window >= 1, ngram >= 2, gcap >= 1")
+        rows = (self.window + self.gcap) * (self.ngram - 1)
+        if rows != self.decode_ar_len:
+            raise ModelCaseError(
+                f"lookahead (window {self.window} + gcap {self.gcap}) x (ngram {self.ngram} - 1) "
+                f"= {rows} is not a power of two: llama.py rounds the decode graph up to "
+                f"{self.decode_ar_len} tokens and qnn_llama_runner then reads its attention map "
+                "past the end (kv_manager.cpp init_attention_mask; a 16-token graph decoded with "
+                "12 or 8 rows segfaults)")
+        if self.max_context_len <= self.decode_ar_len:
+            raise ModelCaseError(
+                f"lookahead window {self.window}, ngram {self.ngram}, gcap {self.gcap} make a "
+                f"decode graph of {self.decode_ar_len} tokens, not below max_context_len "
+                f"{self.max_context_len} (llama.py: max_context_len > next_power_of_two((window "
+                "+ gcap) * (ngram - 1)))")
 
     @property
     def variant_names(self) -> tuple[str, ...]:
@@ -119,7 +193,7 @@ class ModelCase:
         if name not in self.variants:
             raise ModelCaseError(f"model case {self.name} has no build variant {name!r}; its "
                                  f"variants: {', '.join(self.variant_names)}")
-        overrides: dict[str, Any] = dict(self.variants[name])  # VARIANT_FIELDS, all int
+        overrides: dict[str, Any] = dict(self.variants[name])  # VARIANT_FIELDS (checked)
         return replace(self, name=f"{self.name}{VARIANT_SEPARATOR}{name}", variants={},
                        **overrides)
 
@@ -130,7 +204,8 @@ class ModelCase:
 
     def check_variants(self) -> None:
         """Each declared variant changes only :data:`VARIANT_FIELDS`, to positive integers (a KV
-        IO width to one of :data:`KV_IO_BIT_WIDTHS`)."""
+        IO width to one of :data:`KV_IO_BIT_WIDTHS`; ``model_mode`` to one of llama.py's, a
+        lookahead one as :meth:`check_mode` says)."""
         if not isinstance(self.variants, dict):
             raise ModelCaseError(f"model case {self.name}: variants must be an object of "
                                  f"name: {{field: value}}, got {type(self.variants).__name__}")
@@ -143,7 +218,8 @@ class ModelCase:
                     f"{'/'.join(FLOW_VARIANTS)}, no ':') overriding only "
                     f"{', '.join(VARIANT_FIELDS)}" + (f"; got {', '.join(map(str, bad))}"
                                                       if bad else ""))
-            wrong = {k: v for k, v in overrides.items() if not (type(v) is int and v > 0)}
+            wrong = {k: v for k, v in overrides.items()
+                     if k != "model_mode" and not (type(v) is int and v > 0)}
             if wrong:
                 raise ModelCaseError(f"model case {self.name}: variant {name!r}: {wrong} must be "
                                      "positive integers")
@@ -151,6 +227,10 @@ class ModelCase:
                 raise ModelCaseError(f"model case {self.name}: variant {name!r}: kv_io_bit_width "
                                      f"must be one of {', '.join(map(str, KV_IO_BIT_WIDTHS))}, "
                                      f"got {overrides['kv_io_bit_width']}")
+            try:
+                self.variant(name).check_mode()
+            except ModelCaseError as e:
+                raise ModelCaseError(f"model case {self.name}: variant {name!r}: {e}") from None
 
 
 def load_case(folder: Path, *, packaged: bool = True) -> ModelCase:
@@ -184,6 +264,10 @@ def load_case(folder: Path, *, packaged: bool = True) -> ModelCase:
             raise ModelCaseError(f"{label}: {role} file {p} is missing")
     try:
         family.check_checkpoint(case)
+        try:
+            case.check_mode()
+        except ModelCaseError as e:
+            raise ModelCaseError(f"model case {case.name}: {e}") from None
         case.check_variants()
     except ModelCaseError as e:
         raise ModelCaseError(f"{label}: {e}") from None

@@ -144,6 +144,24 @@ def fit_workload(workload: Workload, tokenizer_model: Path | str,
     return ids, max(1, n)
 
 
+def runner_workload(workload: Workload, tokenizer_model: Path | str,
+                    builds: Sequence[ModelCase]) -> list[int]:
+    """``workload``'s prompt ids cut to what upstream's runner takes for every one of ``builds``
+    with ``workload.max_new_tokens`` new tokens: its hybrid prompt processor's context -
+    prefill AR, and for a lookahead build the P + N - 2 <= context - decode AR its loop needs
+    (:func:`pytest_qnn_genai.devices.llama_runs.plan_seq_len` refuses the rest)."""
+    from pytest_qnn_genai.runtime.tokenizer import encode, load_tokenizer
+
+    n = workload.max_new_tokens
+    limit = min(min(b.max_context_len - b.prefill_ar_len,
+                    b.max_context_len - b.decode_ar_len - n + 2 if b.is_lookahead
+                    else b.max_context_len - n) for b in builds)
+    if limit < 1:
+        raise ValueError(f"{workload.max_new_tokens} new tokens leave no room for a prompt in "
+                         f"{', '.join(b.name for b in builds)}")
+    return encode(load_tokenizer(Path(tokenizer_model)), workload.prompt)[:limit]
+
+
 def generation_for(case: ModelCase, target: Target, pte: Callable[[], Path], run: RunCase,
                    workload: Workload | None = None) -> Generate:
     """The generation of ``case``'s perf workload on ``target``: on the emulator the program

@@ -7,7 +7,10 @@ where it says ``masked_softmax`` and the QNN SDK is 2.35 or newer, attention/fee
 layers rewritten as 1x1 convs), once per graph:
 
 - ``prefill_forward``: AR = ``case.prefill_ar_len``, a KV cache of ``max_context_len - AR`` slots;
-- ``kv_forward``: AR = 1 (the decode graph);
+- ``kv_forward``: AR = 1 (the decode graph), or in lookahead mode
+  :attr:`~pytest_qnn_genai.models.case.ModelCase.decode_ar_len` (llama.py's
+  next_power_of_two((window + gcap) * (ngram - 1))): the same model, only the decode graph's AR
+  length differs (``process_model_args``), and its encodings are the calibration graph's as ever;
 - ``calibration``: AR = ``max_context_len`` with an empty KV cache, never lowered — the legacy
   flow calibrates this graph and copies its encodings to the other two.
 """
@@ -45,9 +48,12 @@ UNBUILT_CONFIG = (
 )
 
 
+BUILT_MODES = ("hybrid", "lookahead")  # llama.py's kv mode (one AR-1 graph) is not built
+
+
 def check_case(case: ModelCase) -> None:
     """Refuse cases whose legacy config needs more than this flow does (plain LlamaModel,
-    hybrid mode, one shard, no SpinQuant, no partial rotary with transformed weights): one line
+    hybrid or lookahead mode, one shard, no SpinQuant, no partial rotary with transformed weights): one line
     naming each feature."""
     llama_pkg = llama_example.package()
     config = llama_pkg.SUPPORTED_LLM_MODELS.get(case.decoder_model)
@@ -60,8 +66,9 @@ def check_case(case: ModelCase) -> None:
             problems.append(f"a LlamaModel variant architecture ({arch})")
         if config.transform_weight and case.params_dict.get("partial_rotary_factor", 1.0) != 1.0:
             problems.append("transform_weight with partial_rotary_factor < 1")
-    if case.model_mode != "hybrid":
-        problems.append(f"model_mode {case.model_mode!r} (only hybrid: prefill + kv graphs)")
+    if case.model_mode not in BUILT_MODES:
+        problems.append(f"model_mode {case.model_mode!r} (it builds {' and '.join(BUILT_MODES)}: "
+                        "prefill + decode graphs)")
     if problems:
         raise UnsupportedCaseError(f"{case.name}: the staged flow does not support "
                                    f"{', '.join(problems)}")
@@ -69,7 +76,8 @@ def check_case(case: ModelCase) -> None:
 
 def graph_ar_len(case: ModelCase, graph: str) -> int:
     """Tokens per call of ``graph``."""
-    return {PREFILL: case.prefill_ar_len, DECODE: 1, CALIBRATION: case.max_context_len}[graph]
+    return {PREFILL: case.prefill_ar_len, DECODE: case.decode_ar_len,
+            CALIBRATION: case.max_context_len}[graph]
 
 
 def masked_softmax(case: ModelCase) -> bool:

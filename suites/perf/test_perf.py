@@ -10,7 +10,11 @@ passed. ``--qnn-update-golden`` rewrites the SoC's floors as the measured median
 within noise passes). The x86 emulator's speed says nothing about a phone,
 so there the gate is relative: two variants run in lockstep in one session, on the same prompt and
 ``max_new_tokens``, both through the host runner, call by call (A's prompt pass next to B's, A's
-decode step next to B's: :mod:`pytest_qnn_genai.perf.lockstep`), and each round's B/A ratios of the
+decode step next to B's: :mod:`pytest_qnn_genai.perf.lockstep`). A pair with a lookahead build,
+which only upstream's runner decodes, is gated on upstream's runners instead (the x86-runner
+target or a phone): whole generations, A's next to B's (:class:`~pytest_qnn_genai.perf.gate.
+Interleaved`), each side run as its build says (``--eval_mode 2`` with its window, ngram and
+gcap for a lookahead build). Each round's B/A ratios of the
 prefill and decode rates must stay at or above ``--qnn-perf-ratio-floor`` with 95 % confidence
 (more pairs are run while the rounds cannot tell; still undecided at the cap is a failure that
 says so, never a pass: :mod:`pytest_qnn_genai.perf.gate`). Every figure rests on
@@ -28,8 +32,14 @@ from pytest_qnn_genai import figures as judged
 from pytest_qnn_genai import progress
 from pytest_qnn_genai.checks import numerics, parity
 from pytest_qnn_genai.golden.perf import GoldenPerf, GoldenWorkload, update_golden
-from pytest_qnn_genai.perf.benchmark import EMULATOR_PREFILL_PASSES, Minimum, Workload
-from pytest_qnn_genai.perf.gate import ab_gate
+from pytest_qnn_genai.models.case import FLOW_VARIANTS
+from pytest_qnn_genai.perf.benchmark import (
+    EMULATOR_PREFILL_PASSES,
+    Minimum,
+    Workload,
+    runner_workload,
+)
+from pytest_qnn_genai.perf.gate import Contender, Interleaved, Pairing, ab_gate
 from pytest_qnn_genai.perf.lockstep import Lockstep
 from pytest_qnn_genai.perf.minimum import shortfall_figures
 from pytest_qnn_genai.perf.phone import (
@@ -118,22 +128,58 @@ def _variants(case, a: str, b: str) -> None:
                     f"(its variants: {', '.join(case.variant_names)})")
 
 
-@pytest.mark.emulator
+def _build(case, name: str):
+    """The case as A/B side ``name`` builds it (``legacy`` and ``new``: the case itself)."""
+    return case if name in FLOW_VARIANTS else case.variant(name)
+
+
+def _lookahead_sides(case, a: str, b: str) -> list[str]:
+    return [n for n in (a, b) if _build(case, n).is_lookahead]
+
+
+def _runner_pairing(pipeline, case, target, a: str, b: str) -> Interleaved:
+    """Whole generations of A and B through upstream's runner, each as its build says."""
+    workload = Workload.for_case(case)
+    builds = {n: _build(case, n) for n in (a, b)}
+    ids = runner_workload(workload, case.path("tokenizer_model"), list(builds.values()))
+
+    def contender(name: str) -> Contender:
+        pte = pipeline.variant_pte(case, name, target)
+        return Contender(name, lambda: pipeline.run_pte(
+            builds[name], target, pte, workload.prompt, workload.max_new_tokens,
+            prompt_ids=ids).perf)
+
+    return Interleaved(contender(a), contender(b))
+
+
 def test_relative_gate(qnn_ab_pair, qnn_pipeline, qnn_sdk, qnn_case, qnn_target, qnn_settings,
                        qnn_record) -> None:
-    """``--qnn-ab A:B`` (default legacy:new): B keeps the floor of A's prefill and decode tok/s."""
+    """``--qnn-ab A:B`` (default legacy:new): B keeps the floor of A's prefill and decode tok/s.
+    In lockstep on the emulator; a pair with a lookahead side on upstream's runners."""
     a, b = qnn_ab_pair
+    lookahead = _lookahead_sides(qnn_case, a, b) if {a, b} <= set(qnn_case.variant_names) else []
+    if qnn_target.is_emulator and lookahead:
+        pytest.skip(f"{qnn_target.id}: {', '.join(lookahead)} is a lookahead build, decoded only "
+                    "by upstream's runner: the pair is gated on the x86-runner target")
+    if not qnn_target.is_emulator and not lookahead:
+        pytest.skip(f"{qnn_target.id}: runs only on the x86 emulator in this process (the host "
+                    "runner's lockstep pairs; a pair with a lookahead side runs here)")
     _variants(qnn_case, a, b)
-    workload = Workload.for_case(qnn_case, EMULATOR_PREFILL_PASSES)
-    pairing = Lockstep(a, qnn_pipeline.variant_pte(qnn_case, a, qnn_target),
-                       b, qnn_pipeline.variant_pte(qnn_case, b, qnn_target),
-                       qnn_case.path("tokenizer_model"), workload)
+    pairing: Pairing
+    if lookahead:
+        pairing = _runner_pairing(qnn_pipeline, qnn_case, qnn_target, a, b)
+    else:
+        workload = Workload.for_case(qnn_case, EMULATOR_PREFILL_PASSES)
+        pairing = Lockstep(a, qnn_pipeline.variant_pte(qnn_case, a, qnn_target),
+                           b, qnn_pipeline.variant_pte(qnn_case, b, qnn_target),
+                           qnn_case.path("tokenizer_model"), workload)
     outcome = ab_gate(pairing, rounds=qnn_settings.perf_rounds,
                       floor=qnn_settings.perf_ratio_floor,
                       minimum=Minimum.from_settings(qnn_settings))
     failures = outcome.shortfall + outcome.failures()
+    how = "whole generations on upstream's runner" if lookahead else "lockstep"
     qnn_record("perf", outcome.figures(), values={"rounds": len(outcome.a_rounds)},
-               note=f"A/B {b} vs {a}, lockstep, floor {qnn_settings.perf_ratio_floor:g}")
+               note=f"A/B {b} vs {a}, {how}, floor {qnn_settings.perf_ratio_floor:g}")
     print(f"{qnn_case.name} {qnn_target.id} {b} vs {a}: " + "; ".join(
         f"{fig} {v}" for fig, v in outcome.verdicts.items()))
     assert not failures, "\n".join(failures)
@@ -147,6 +193,10 @@ def test_ab_accuracy_deltas(qnn_ab_pair, qnn_pipeline, qnn_sdk, qnn_case, qnn_ta
     with B - A, judged by nothing (the gate suite and the parity suite judge accuracy)."""
     a, b = qnn_ab_pair
     _variants(qnn_case, a, b)
+    lookahead = _lookahead_sides(qnn_case, a, b)
+    if lookahead:  # teacher-forced logits need the host runner, which decodes AR-1 only
+        pytest.skip(f"{', '.join(lookahead)} is a lookahead build: its text is held to the hybrid "
+                    "build's greedy text (suites/perf/test_lookahead.py), no logits are dumped")
     prepared = qnn_pipeline.prepared(qnn_case)
     figures = {}
     for name in (a, b):

@@ -296,6 +296,7 @@ def test_prepare_refuses_what_it_does_not_implement(case: ModelCase) -> None:
     from pytest_qnn_genai.stages.prepare import UnsupportedCaseError, check_case
 
     check_case(case)
+    check_case(case.variant("lookahead"))  # built: the decode graph at lookahead's length
     with pytest.raises(UnsupportedCaseError, match="model_mode 'kv'"):
         check_case(dataclasses.replace(case, model_mode="kv"))
     with pytest.raises(UnsupportedCaseError,
@@ -305,6 +306,19 @@ def test_prepare_refuses_what_it_does_not_implement(case: ModelCase) -> None:
         check_case(dataclasses.replace(case, decoder_model="qwen3-1_7b"))
     with pytest.raises(UnsupportedCaseError, match=r"graph sharding .* \(num_sharding=3\)"):
         check_case(dataclasses.replace(case, decoder_model="llama3_2-3b_instruct"))
+
+
+def test_prepare_builds_the_lookahead_decode_graph_at_its_length(qnn_sdk, case: ModelCase) -> None:
+    """A lookahead build's decode graph takes llama.py's next_power_of_two((window + gcap) x
+    (ngram - 1)) tokens (16 for stories260k's), its prefill and calibration graphs are the
+    hybrid build's."""
+    from pytest_qnn_genai.stages.prepare import prepare
+
+    lookahead = prepare(case.variant("lookahead"))
+    assert lookahead.graph_metadata[DECODE]["get_ar_len"] == 16
+    assert lookahead.example_inputs[DECODE][0].shape == (1, 16)
+    assert lookahead.graph_metadata[PREFILL]["get_ar_len"] == case.prefill_ar_len
+    assert lookahead.graph_metadata[CALIBRATION]["get_ar_len"] == case.max_context_len
 
 
 def test_compile_refuses_qdq_of_another_soc(qdq: QdqArtifacts, tmp_path: Path) -> None:

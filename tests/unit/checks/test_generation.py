@@ -5,7 +5,7 @@ import dataclasses
 
 import numpy as np
 
-from pytest_qnn_genai.checks.generation import judged_generation
+from pytest_qnn_genai.checks.generation import judged_generation, lookahead_matches_hybrid
 from pytest_qnn_genai.runtime.result import PerfStats, RunResult
 
 
@@ -59,3 +59,22 @@ def test_the_runners_prompt_path_is_held_to_the_harness_ids() -> None:
     other = dataclasses.replace(by_ids, text=" a b d")
     assert [c.ok for c in runner_reads_harness_prompt(by_text, other, ids, formatted)] == [
         True, True, False]
+
+
+def _text_run(text: str, produced: int) -> RunResult:
+    perf = PerfStats(5, produced, 0.1, 10.0, 5.0, 0.5)
+    return RunResult([1, 2, 3, 4, 5], [], text, perf, extra={"produced": produced})
+
+
+def test_a_lookahead_text_is_held_to_the_hybrid_greedy_text() -> None:
+    """Equal texts and counts pass; one changed character, or a lookahead run one token longer,
+    fails and says where."""
+    text = " there was a little boy named Tom. He loved to run"
+    assert all(c.ok for c in lookahead_matches_hybrid(_text_run(text, 12), _text_run(text, 12)))
+    changed = text.replace("Tom", "Tim")
+    rows = lookahead_matches_hybrid(_text_run(changed, 12), _text_run(text, 12))
+    assert [c.ok for c in rows] == [False, True]
+    assert rows[0].delta == f"char {text.index('Tom') + 1}" and "Tim" in rows[0].detail
+    assert rows[0].figure().verdict == "fail"
+    longer = lookahead_matches_hybrid(_text_run(text + " and", 13), _text_run(text, 12))
+    assert [c.ok for c in longer] == [False, False]

@@ -16,6 +16,8 @@ import pytest
 from pytest_qnn_genai.devices.llama_runs import (
     HYBRID_MODE,
     KV_MODE,
+    LOOKAHEAD_MODE,
+    Lookahead,
     ProgramFacts,
     RunnerContractError,
     RunnerRequestError,
@@ -175,3 +177,48 @@ def test_kv_dump_rows_and_exact_ids(tmp_path):
     rows = np.fromfile(files.logits_bin, dtype=np.uint16).reshape(-1, 64)
     assert rows.shape[0] == P + 8 - 1
     assert list(np.argmax(rows[P - 1:], axis=1)) == [3 + p % 61 for p in range(P - 1, P + 7)]
+
+
+LOOKAHEAD_FACTS = ProgramFacts(context_len=64, prefill_ar=16, vocab_size=64,
+                               quant=LogitsQuant(0.001, 32768), shared_buffer=False, decode_ar=16)
+BUILT = Lookahead(window=4, ngram=3, gcap=4)  # (4 + 4) x (3 - 1) = 16 rows: an AR-16 graph
+
+
+def test_a_lookahead_request_must_fit_the_programs_decode_graph() -> None:
+    """Flags other than the build's that fill more rows than its decode graph has (the runner
+    aborts) or fewer (it reads its attention map past the end: measured segfaults), a program
+    built without lookahead (decode AR 1), and a request the lookahead loop would cut short at
+    context - AR (lhd_token_generator.cpp: ``pos > context_len - ar_len``) are refused, one line
+    each; the build's own flags plan as hybrid does."""
+    assert plan_seq_len(LOOKAHEAD_FACTS, P, 12, LOOKAHEAD_MODE, BUILT) == P + 12
+    assert plan_seq_len(LOOKAHEAD_FACTS, P, 12, LOOKAHEAD_MODE, Lookahead(6, 3, 2)) == P + 12
+    with pytest.raises(RunnerRequestError, match=r"--ngram 4 --gcap 3 fills \(window \+ gcap\) x "
+                                                 r"\(ngram - 1\) = 21 rows of a decode graph of 16: "
+                                                 r"the runner aborts"):
+        plan_seq_len(LOOKAHEAD_FACTS, P, 12, LOOKAHEAD_MODE, Lookahead(4, 4, 3))
+    with pytest.raises(RunnerRequestError, match="= 14 rows of a decode graph of 16: the runner "
+                                                 "reads its attention map past the end"):
+        plan_seq_len(LOOKAHEAD_FACTS, P, 12, LOOKAHEAD_MODE, Lookahead(4, 3, 3))
+    with pytest.raises(RunnerRequestError, match="16 rows of a decode graph of 1: "):
+        plan_seq_len(FACTS, P, 12, LOOKAHEAD_MODE, BUILT)
+    with pytest.raises(RunnerRequestError, match=r"reach position 50; the lookahead loop stops "
+                                                 r"past context 64 - decode AR 16 = 48"):
+        plan_seq_len(LOOKAHEAD_FACTS, P, 47, LOOKAHEAD_MODE, BUILT)
+    assert plan_seq_len(LOOKAHEAD_FACTS, P, 45, LOOKAHEAD_MODE, BUILT) == P + 45
+    for mode, flags in ((HYBRID_MODE, BUILT), (LOOKAHEAD_MODE, None)):
+        with pytest.raises(RunnerRequestError, match="go with --eval_mode 2 only"):
+            plan_seq_len(LOOKAHEAD_FACTS, P, 12, mode, flags)
+
+
+def test_a_lookahead_run_may_overshoot_by_ngram_minus_one_and_no_more(tmp_path) -> None:
+    """One lookahead step accepts up to ngram tokens, so a run asked for N may produce up to
+    N + ngram - 1; one more, or one fewer than N without an EOS, breaks the contract."""
+    files = run(tmp_path, P + 12)  # the stand-in produces exactly 12
+    ok = check_generation(files, str(tmp_path / "ids.raw"), P, 10, EOS, "S", BUILT.overshoot)
+    assert ok.produced == 12 and BUILT.overshoot == 2
+    with pytest.raises(RunnerContractError, match=r"produced 12 tokens .* expected 9\.\.11 "
+                                                  r"\(lookahead\)"):
+        check_generation(files, str(tmp_path / "ids.raw"), P, 9, EOS, "S", BUILT.overshoot)
+    with pytest.raises(RunnerContractError, match="produced 12 tokens .* expected 13..15"):
+        check_generation(files, str(tmp_path / "ids.raw"), P, 13, EOS, "S", BUILT.overshoot)
+    assert BUILT.flags() == ["--window", "4", "--ngram", "3", "--gcap", "4"]

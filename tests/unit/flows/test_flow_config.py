@@ -21,7 +21,8 @@ def _parser() -> LegacyParser:
     flags = ["--decoder_model", "--model_mode", "--prefill_ar_len", "--max_seq_len",
              "--max_context_len", "--temperature", "--prompt", "--checkpoint", "--params",
              "--tokenizer_model", "--tokenizer_bin", "--soc_model", "--compile_only",
-             "--build_folder", "--artifact", "--calib_samples", "--backend", "--enable_x86_64"]
+             "--build_folder", "--artifact", "--calib_samples", "--backend", "--enable_x86_64",
+             "--window", "--ngram", "--gcap"]
     return LegacyParser({f: LegacyOption((f,), f[2:], None, None, False) for f in flags}, None)
 
 
@@ -34,8 +35,9 @@ def _legacy(tmp_path: Path, argv: list[str], prompts: list[str]) -> LegacyArtifa
                            ("python", "-c", "bootstrap", *argv))
 
 
-def _argv(tmp_path: Path, target: Target = EMULATOR) -> list[str]:
+def _argv(tmp_path: Path, target: Target = EMULATOR, variant: str = "") -> list[str]:
     case = available()["stories260k"]
+    case = case.variant(variant) if variant else case
     return legacy_argv(case, target, tmp_path, tmp_path / "calib_samples.json", _parser())
 
 
@@ -76,3 +78,21 @@ def test_other_calibration_data_fails(tmp_path: Path) -> None:
     legacy = _legacy(tmp_path, _argv(tmp_path), list(case.calibration_prompts[:1]))
     assert [d.split(":")[0] for d in disagreements(
         configuration_agreement(case, EMULATOR, legacy))] == ["calibration_prompts"]
+
+
+def test_a_lookahead_build_gives_llama_py_its_window_ngram_and_gcap(tmp_path: Path) -> None:
+    """The lookahead variant's settings reach llama.py as its flags (and only a lookahead build's:
+    a hybrid argv carries none), and a build given other ones disagrees."""
+    case = available()["stories260k"].variant("lookahead")
+    argv = _argv(tmp_path, variant="lookahead")
+    flags = argv_flags(argv)
+    assert (flags["--model_mode"], flags["--window"], flags["--ngram"], flags["--gcap"]) == (
+        "lookahead", "4", "3", "4")
+    assert not {"--window", "--ngram", "--gcap"} & set(_argv(tmp_path))
+    agreement = configuration_agreement(case, EMULATOR, _legacy(tmp_path, argv,
+                                                                list(case.calibration_prompts)))
+    assert disagreements(agreement) == []
+    other = argv[:argv.index("--ngram") + 1] + ["5"] + argv[argv.index("--ngram") + 2:]
+    bad = disagreements(configuration_agreement(
+        case, EMULATOR, _legacy(tmp_path, other, list(case.calibration_prompts))))
+    assert bad == ["ngram: new 3, llama.py --ngram 5"]

@@ -51,10 +51,10 @@ def test_a_json_tokenizer_loads_through_the_runner_s_hf_tokenizer() -> None:
 def test_the_runner_gets_llama_py_s_decoder_model_version(name: str, version: str) -> None:
     assert decoder_model_version(CASES[name]) == version
     assert version in VERSIONS  # the stand-in knows it, with its EOS pieces
-    command = DeviceWorkspace(object(), "s").runner_command(
+    command = DeviceWorkspace(object(), "s", "/w").runner_command(
         "m.pte", "tok", None, 64, tokenized_prompt="ids.raw", decoder_model_version=version)
     assert f"--decoder_model_version {version}" in command
-    assert "--decoder_model_version" not in DeviceWorkspace(object(), "s").runner_command(
+    assert "--decoder_model_version" not in DeviceWorkspace(object(), "s", "/w").runner_command(
         "m.pte", "tok", None, 64, tokenized_prompt="ids.raw")
 
 

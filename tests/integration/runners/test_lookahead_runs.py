@@ -1,0 +1,90 @@
+"""Lookahead runs through upstream's own qnn_llama_runner (x86 build, the local transport), and
+what the harness refuses held against what that runner really does with it.
+
+llama.py builds stories260k's lookahead variant (window 4, ngram 3, gcap 4: a 16-token decode
+graph); the runner decodes it with ``--eval_mode 2`` and its flags. Its text equals the llama.py
+hybrid build's greedy text, and a hybrid text one word off fails the same check. Lookahead flags
+that do not fill the decode graph exactly are refused before any run, one line: with more rows
+upstream's runner aborts on its own assertion (shown here by running it anyway), with fewer it
+reads its attention map past the end (unit-tested refusal; measured segfaults are not a thing a
+test should depend on). The staged flow's lookahead build is the gate suite's
+(``suites/perf/test_lookahead.py``, both flows)."""
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from pytest_qnn_genai.checks.generation import lookahead_matches_hybrid
+from pytest_qnn_genai.devices.llama_runs import RunnerRequestError
+from pytest_qnn_genai.devices.local import LocalTransport
+from pytest_qnn_genai.devices.session import DeviceSession
+from pytest_qnn_genai.devices.workspace import RunnerFailedError
+from pytest_qnn_genai.targets import X86_RUNNER, Target, soc
+
+TARGET = Target(soc("SM8650"), "htp", X86_RUNNER)
+VARIANT = "lookahead"
+
+
+@pytest.fixture(scope="module")
+def session(x86_runners, emulator_sdk_root: Path, tmp_path_factory) -> DeviceSession:
+    folder = tmp_path_factory.mktemp("x86-runner")
+    started = DeviceSession.for_runner(LocalTransport(folder / "device"), TARGET.soc,
+                                       x86_runners.llama_runner, emulator_sdk_root, folder,
+                                       qnn_option="--qnn-sdk")
+    started.start()
+    return started
+
+
+@pytest.fixture(scope="module")
+def builds(qnn_pipeline, qnn_sdk, case, sm8650_emulator) -> dict[str, Path]:
+    """llama.py's hybrid and lookahead builds of stories260k (cache entries the suites share)."""
+    return {"hybrid": qnn_pipeline.artifacts("legacy", case, sm8650_emulator).pte,
+            VARIANT: qnn_pipeline.artifacts("legacy", case.variant(VARIANT), sm8650_emulator).pte}
+
+
+def _generate(session: DeviceSession, case, pte: Path, n: int, version: str,
+              lookahead: tuple[int, int, int] | None):
+    return session.generate(pte, case.path("tokenizer_model"), case.path("tokenizer_bin"),
+                            case.eval_prompt, n, TARGET, decoder_model_version=version,
+                            lookahead=lookahead)
+
+
+def test_lookahead_text_is_the_hybrid_greedy_text_and_a_wrong_one_fails(
+        qnn_pipeline, case, session, builds) -> None:
+    variant = case.variant(VARIANT)
+    version = qnn_pipeline.decoder_model_version(case)
+    la = _generate(session, case, builds[VARIANT], case.max_new_tokens, version,
+                   variant.lookahead)
+    produced = la.extra["produced"]
+    assert la.extra["eval_mode"] == 2 and la.extra["lookahead"]["decode_ar"] == 16
+    assert case.max_new_tokens <= produced <= case.max_new_tokens + variant.ngram - 1
+    hybrid = _generate(session, case, builds["hybrid"], produced, version, None)
+    assert hybrid.extra["eval_mode"] == 1
+    checks = lookahead_matches_hybrid(la, hybrid)
+    assert all(c.ok for c in checks), [c.detail for c in checks]
+    word = hybrid.text.split()[3]
+    wrong = dataclasses.replace(hybrid, text=hybrid.text.replace(word, word[::-1] + "x", 1))
+    assert [c.ok for c in lookahead_matches_hybrid(la, wrong)] == [False, True]
+    assert la.perf.decode_tok_s > 0 and hybrid.perf.decode_tok_s > 0
+
+
+def test_flags_other_than_the_builds_are_refused_and_upstream_aborts_on_them(
+        qnn_pipeline, case, session, builds) -> None:
+    version = qnn_pipeline.decoder_model_version(case)
+    for flags, why in (((4, 4, 4), "24 rows of a decode graph of 16: the runner aborts"),
+                       ((4, 3, 2), "12 rows of a decode graph of 16: the runner reads its "
+                                   "attention map past the end"),
+                       ((4, 3, 4), "16 rows of a decode graph of 1: ")):
+        pte = builds["hybrid" if flags == (4, 3, 4) else VARIANT]  # last: a hybrid program
+        with pytest.raises(RunnerRequestError, match=why):
+            _generate(session, case, pte, case.max_new_tokens, version, flags)
+    # what the refusal spares: upstream's runner given 24 rows for its 16 asserts and aborts
+    ws = session.session_workspace
+    remote_pte = ws.push_artifact(builds[VARIANT], "lookahead-mismatch")
+    remote_tok = ws.push_artifact(case.path("tokenizer_bin"), "lookahead-mismatch-tok")
+    with pytest.raises(RunnerFailedError, match=r"exited 134 \(abort\).*attention_map \(24\)"):
+        ws.run_llama_runner(session.runner, remote_pte, remote_tok, case.eval_prompt, 60, 300,
+                            session.local_dir / "mismatch", eval_mode=2,
+                            extra_args=["--window", "4", "--ngram", "4", "--gcap", "4"])
