@@ -11,6 +11,9 @@ weights built by the staged flow with other static-graph shapes or a 16-bit KV c
 (``{"kv16": {"kv_io_bit_width": 16}}``), for the emulator A/B gate (``--qnn-ab ar8:new``).
 ``new`` names the case as it is and ``legacy`` llama.py's build of it. A variant's name is
 ``<case>@<variant>`` (:attr:`ModelCase.is_variant`).
+
+A case may declare its gate spec (``"gate": {"max_pte_bytes": 2020000, ...}``: the floors and
+ceilings its gate checks hold it to, :mod:`pytest_qnn_genai.models.spec`), checked when it loads.
 """
 from __future__ import annotations
 
@@ -20,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pytest_qnn_genai.files import file_sha256
+from pytest_qnn_genai.models import spec as gate_spec
 
 if TYPE_CHECKING:
     from pytest_qnn_genai.models.families import Family
@@ -31,6 +35,9 @@ RUNTIME_FIELDS = ("eval_prompt", "max_new_tokens", "extra")
 # weights, tokenizer and the recipe's weight and activation dtypes stay the case's own), the KV
 # IO widths a static LLM has (upstream's llm_wrappers: 8 or 16), and the variant names every case
 # has.
+# What the gate judges a case's builds against (its gate spec), never what builds them: out of
+# build cache keys too.
+JUDGE_FIELDS = ("gate",)
 VARIANT_FIELDS = ("prefill_ar_len", "max_seq_len", "max_context_len", "kv_io_bit_width")
 KV_IO_BIT_WIDTHS = (8, 16)
 FLOW_VARIANTS = ("legacy", "new")
@@ -66,6 +73,7 @@ class ModelCase:
     extra: dict[str, Any] = field(default_factory=dict)  # free-form JSON
     variants: dict[str, dict[str, int]] = field(default_factory=dict)  # name -> VARIANT_FIELDS
     packaged: bool = True  # shipped in the package (False: found through --qnn-cases)
+    gate: gate_spec.GateSpec = field(default_factory=gate_spec.GateSpec)  # floors, ceilings
 
     def path(self, attr: str) -> Path:
         """Absolute path of one of the case's files (``"checkpoint"``, ``"params"``, ...)."""
@@ -102,7 +110,7 @@ class ModelCase:
         nothing that does not: the run-time settings (:data:`RUNTIME_FIELDS`) are left out, so
         changing the eval prompt or the token count rebuilds no model."""
         spec = {k: v for k, v in asdict(self).items()
-                if k not in ("folder", "variants", "packaged", *RUNTIME_FIELDS)}
+                if k not in ("folder", "variants", "packaged", *RUNTIME_FIELDS, *JUDGE_FIELDS)}
         spec.update({k: Path(getattr(self, k)).name for k in FILE_FIELDS})  # where: no matter
         spec["file_sha256"] = {role: file_sha256(p) for role, p in self.files().items()}
         return spec
@@ -168,6 +176,10 @@ def load_case(folder: Path, *, packaged: bool = True) -> ModelCase:
         raise ModelCaseError(f"{spec_file}: expected a JSON object")
     label = f"model case {spec.get('name', '?')} ({spec_file})"
     spec["calibration_prompts"] = tuple(spec.get("calibration_prompts", ()))
+    try:
+        spec["gate"] = gate_spec.parse(spec.get("gate", {}))
+    except gate_spec.GateSpecError as e:
+        raise ModelCaseError(f"{label}: {e}") from None
     try:
         case = ModelCase(folder=Path(folder), packaged=packaged, **spec)
     except TypeError as e:
