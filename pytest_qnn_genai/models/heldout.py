@@ -15,6 +15,8 @@ three phases cost seconds per case; its logits are cached (``Pipeline``).
 """
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
+
 from pytest_qnn_genai.models import corpus
 
 TRAIN_SEED, N_TRAIN = 1337, 20000  # models/train.py Config: seed, n_stories
@@ -30,3 +32,15 @@ def stories(n: int = N_STORIES) -> list[str]:
 def training_stories() -> list[str]:
     """The training split the toy cases were trained on (1.8 s to generate)."""
     return corpus.generate(N_TRAIN, TRAIN_SEED)
+
+
+def leaks(held_out: Sequence[str], training: Iterable[str],
+          calibration_prompts: Iterable[str]) -> list[str]:
+    """What of ``held_out`` a model has seen: a story of the training split, or one that holds
+    (or is held in) a calibration prompt, each as one line."""
+    seen = set(training)
+    prompts = list(calibration_prompts)
+    out = [f"training story: {s[:60]!r}" for s in held_out if s in seen]
+    out += [f"calibration prompt {p[:40]!r} in story {s[:40]!r}" for s in held_out
+            for p in prompts if p in s or s in p]
+    return out
