@@ -340,21 +340,21 @@ class Pipeline:
     def target_logits(self, case: ModelCase, target: Target, pte: Path, ids: list[int],
                       digest: str | None = None) -> np.ndarray:
         """The target's logits of every position of ``ids`` fed to ``pte`` as one prompt (row i
-        predicts ``ids[i + 1]``; ``len(ids) - 1`` rows): the emulator's prompt processor in this
-        process, elsewhere the runner's kv-mode logits dump, as llama.py's ``TaskEval`` reads
-        the device's (never cached: it is the test)."""
+        predicts the token after ``ids[i]``): the emulator's prompt processor in this process,
+        elsewhere the runner's kv-mode logits dump (its prompt rows and the first generated
+        token's), as llama.py's ``TaskEval`` reads a device's. Never cached: it is the test."""
         device = self._device(target)
         if device is None:
             from pytest_qnn_genai.runtime.run import prompt_logits
 
-            return prompt_logits(pte, target, ids)[:-1]
+            return prompt_logits(pte, target, ids)
         run = device.generate(pte, case.path("tokenizer_model"), case.path("tokenizer_bin"),
                               "", 1, target, digest, logits=True,
                               decoder_model_version=self.decoder_model_version(case),
                               prompt_ids=list(ids))
-        if run.prompt_logits is None:
+        if run.prompt_logits is None or run.logits is None:
             raise RuntimeError(f"{target.id}: the run gave no prompt logits")
-        return run.prompt_logits
+        return np.concatenate([run.prompt_logits, run.logits[:1]])
 
     def qdq_encodings(self, graph: Path) -> GraphEncodings:
         """The encodings table of any flow's QDQ ``.pt2`` (the check's input), cached under the

@@ -24,11 +24,15 @@ def test_heldout_perplexity(qnn_pipeline, qnn_case, qnn_target, qnn_pte, heldout
               for phase, rows in (("fp32", heldout_fp32), ("qdq", qdq), ("target", target))]
     vocab = int(qnn_case.params_dict["vocab_size"])
     checks = perplexity.gate_checks(qnn_case, scores, vocab, docs)
-    for ppl, rows in zip(scores, (None, qdq, target)):
-        kl, top1 = perplexity.kl_and_top1(heldout_fp32, rows) if rows else (None, None)
-        checks += perplexity.info_rows(ppl, kl, top1)
+    against_fp32 = {"qdq": perplexity.kl_and_top1(heldout_fp32, qdq),
+                    "target": perplexity.kl_and_top1(heldout_fp32, target)}
+    for ppl in scores:
+        checks += perplexity.info_rows(ppl, *against_fp32.get(ppl.phase, (None, None)))
     qnn_record("gate", checks)
     print(f"{qnn_case.name} {qnn_target.id} held-out word perplexity "
           + ", ".join(f"{p.phase} {p.word:.4f}" for p in scores)
-          + f" ({len(docs)} stories, {len(perplexity.all_windows(docs))} windows, {scores[0].tokens} tokens)")
+          + "; KL, top-1 vs fp32 " + ", ".join(f"{k} {kl:.5f} {top1:.4f}"
+                                                for k, (kl, top1) in against_fp32.items())
+          + f" ({len(docs)} stories, {len(perplexity.all_windows(docs))} windows, "
+            f"{scores[0].tokens} tokens)")
     assert all(c.ok for c in checks), parity.failures(checks)
