@@ -213,7 +213,7 @@ def test_prompt_logits_are_the_prompt_processors_rows(runner: HybridRunner, prom
     a prompt is the distribution the first generated token was chosen from, bit for bit, and a
     longer text (several AR chunks) keeps its earlier rows."""
     rows = runner.prompt_logits(prompt)
-    assert rows.shape == (len(prompt), runner.vocab_size)
+    assert rows.shape == (len(prompt), runner.vocab_size) and result.logits is not None
     assert np.array_equal(rows[-1], result.logits[0])
     longer = prompt + result.tokens[:40]  # crosses the 32-token prefill chunk
     more = runner.prompt_logits(longer)
