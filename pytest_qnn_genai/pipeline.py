@@ -50,6 +50,8 @@ CODE = {
                        *FAMILIES),
     "qdq-logits": ("pytest_qnn_genai.stages.reference", "pytest_qnn_genai.stages.prepare",
                    *FAMILIES),
+    "fp32-logits": ("pytest_qnn_genai.stages.reference", "pytest_qnn_genai.stages.prepare",
+                    *FAMILIES),
     "runners-build": ("pytest_qnn_genai.runners.build",),
     "qdq-encodings": ("pytest_qnn_genai.checks.encodings",),
     "llm-config": ("pytest_qnn_genai.stages.recipe",),
@@ -323,6 +325,42 @@ class Pipeline:
             "qdq-logits", {"prompt_tokens": list(prompt_tokens), "tokens": list(tokens)}, build,
             upstream=(qdq_entry.digest,), label=f"{case.name} {target.soc.name}-{target.backend}")
         return Reference.load(entry.path).logits
+
+    def fp32_logits(self, case: ModelCase, prompt_tokens: list[int],
+                    tokens: list[int]) -> np.ndarray:
+        """fp32 logits (the calibration graph unquantized, teacher-forced) for each of
+        ``tokens`` after ``prompt_tokens``, as :meth:`qdq_logits` has the QDQ graph's."""
+        from pytest_qnn_genai.stages.reference import teacher_forced
+
+        def build(out: Path) -> None:
+            prepared = self.prepared(case)
+            teacher_forced(prepared.graphs[CALIBRATION], prepared, prompt_tokens,
+                           tokens).save(out)
+
+        entry = self._build(
+            "fp32-logits", {"case": case.build_fingerprint(),
+                            "prompt_tokens": list(prompt_tokens), "tokens": list(tokens)},
+            build, label=case.name)
+        return Reference.load(entry.path).logits
+
+    def target_logits(self, case: ModelCase, target: Target, pte: Path, ids: list[int],
+                      digest: str | None = None) -> np.ndarray:
+        """The target's logits of every position of ``ids`` fed to ``pte`` as one prompt (row i
+        predicts the token after ``ids[i]``): the emulator's prompt processor in this process,
+        elsewhere the runner's kv-mode logits dump (its prompt rows and the first generated
+        token's), as llama.py's ``TaskEval`` reads a device's. Never cached: it is the test."""
+        device = self._device(target)
+        if device is None:
+            from pytest_qnn_genai.runtime.run import prompt_logits
+
+            return prompt_logits(pte, target, ids)
+        run = device.generate(pte, case.path("tokenizer_model"), case.path("tokenizer_bin"),
+                              "", 1, target, digest, logits=True,
+                              decoder_model_version=self.decoder_model_version(case),
+                              prompt_ids=list(ids))
+        if run.prompt_logits is None or run.logits is None:
+            raise RuntimeError(f"{target.id}: the run gave no prompt logits")
+        return np.concatenate([run.prompt_logits, run.logits[:1]])
 
     def qdq_encodings(self, graph: Path) -> GraphEncodings:
         """The encodings table of any flow's QDQ ``.pt2`` (the check's input), cached under the

@@ -22,15 +22,22 @@ if TYPE_CHECKING:
     from pytest_qnn_genai.checks.numerics import Values
 
 
-def _sqnr(name: str, label: str, reference: str, sqnr: float, floor: float) -> Check:
-    return Check(label, reference, round(sqnr, 3), ok=sqnr >= floor, judge=f"≥ {floor:g} dB",
+def _source(source: str) -> str:
+    return f" ({source})" if source else ""
+
+
+def _sqnr(name: str, label: str, reference: str, sqnr: float, floor: float,
+          source: str = "") -> Check:
+    return Check(label, reference, round(sqnr, 3), ok=sqnr >= floor,
+                 judge=f"≥ {floor:g} dB{_source(source)}",
                  name=name, bound=floor, rule=figures.AT_LEAST, better=figures.HIGHER)
 
 
-def _share(name: str, label: str, reference: str, share: float, floor: float) -> Check:
+def _share(name: str, label: str, reference: str, share: float, floor: float,
+           source: str = "") -> Check:
     return Check(label, reference, round(share, 4), ok=share >= floor,
-                 judge=f"≥ {floor:g} of steps", name=name, bound=floor, rule=figures.AT_LEAST,
-                 better=figures.HIGHER)
+                 judge=f"≥ {floor:g} of steps{_source(source)}", name=name, bound=floor,
+                 rule=figures.AT_LEAST, better=figures.HIGHER)
 
 
 def greedy_agreement(reference: np.ndarray, test: np.ndarray) -> float:
@@ -39,12 +46,13 @@ def greedy_agreement(reference: np.ndarray, test: np.ndarray) -> float:
 
 
 def qdq_keeps_fp32(fp32: np.ndarray, qdq: np.ndarray, min_sqnr_db: float,
-                   min_agreement: float) -> list[Check]:
-    """QDQ logits teacher-forced on fp32's continuation: SQNR and greedy agreement with fp32."""
+                   min_agreement: float, sources: tuple[str, str] = ("", "")) -> list[Check]:
+    """QDQ logits teacher-forced on fp32's continuation: SQNR and greedy agreement with fp32
+    (``sources``: whose floors they are, e.g. the case's spec or the default floor)."""
     return [_sqnr("qdq_sqnr_db", "QDQ vs fp32 logits SQNR dB", "fp32",
-                  numerics.sqnr_db(fp32, qdq), min_sqnr_db),
+                  numerics.sqnr_db(fp32, qdq), min_sqnr_db, sources[0]),
             _share("qdq_greedy_agreement", "QDQ vs fp32 greedy agreement", "fp32",
-                   greedy_agreement(fp32, qdq), min_agreement)]
+                   greedy_agreement(fp32, qdq), min_agreement, sources[1])]
 
 
 def logits_follow_qdq(qdq: np.ndarray, logits: np.ndarray, min_row_cosine: float,
@@ -79,12 +87,14 @@ def target_runs_qdq(qdq: np.ndarray, logits: np.ndarray, tokens: Sequence[int],
 
 
 def keeps_reference(accuracy: Mapping[str, float], reference: str, min_sqnr_db: float,
-                    min_agreement: float, prefix: str) -> list[Check]:
-    """:func:`numerics.accuracy_vs_reference`'s figures held to floors (``prefix`` names them)."""
+                    min_agreement: float, prefix: str,
+                    sources: tuple[str, str] = ("", "")) -> list[Check]:
+    """:func:`numerics.accuracy_vs_reference`'s figures held to floors (``prefix`` names them;
+    ``sources`` says whose floors)."""
     return [_sqnr(f"{prefix}_sqnr_db", f"target vs {reference} logits SQNR dB", reference,
-                  accuracy["sqnr_db"], min_sqnr_db),
+                  accuracy["sqnr_db"], min_sqnr_db, sources[0]),
             _share(f"{prefix}_greedy_agreement", f"target vs {reference} greedy agreement",
-                   reference, accuracy["greedy_agreement"], min_agreement)]
+                   reference, accuracy["greedy_agreement"], min_agreement, sources[1])]
 
 
 def same_model(want: np.ndarray, got: np.ndarray, max_abs_diff: float, reference: str,

@@ -45,7 +45,9 @@ behaves the same), checked here so that a runner that breaks it fails the run, n
   --temperature 0 --tokenized_prompt --dump_logits_path`` gives P prompt rows then one row per
   decode step, raw dtype, dequantized with the program's ``get_logits_scale`` and
   ``get_logits_zero_point``. The generated tokens are the argmax of rows P - 1 on (the runner's
-  own greedy choice, first maximum), so they are exact ids, not re-tokenized text.
+  own greedy choice, first maximum), so they are exact ids, not re-tokenized text; rows 0 .. P - 2
+  are the prompt's own (``RunResult.prompt_logits``: perplexity, as llama.py's ``TaskEval``
+  reads the same dump).
 
 A runner that ran and failed is reported with its exit code (134 = abort, with its
 ``F ... assert failed`` line) and never re-run.
@@ -302,6 +304,7 @@ def generate(ws: DeviceWorkspace, runner: Path, pte: Path, pte_digest: str, toke
                                       f"+ {kv.produced - 1} decode steps were expected")
         result.tokens = [int(t) for t in np.argmax(raw[p - 1:], axis=1)]
         result.logits = dequantize(raw[p - 1:], facts.quant)
+        result.prompt_logits = dequantize(raw[:p - 1], facts.quant)
         extra.update(kv_text=kv.result.text, kv_eos_piece=kv.eos_piece,
                      kv_perf=kv.result.perf.to_dict(), tokens_source=TOKENS_FROM_LOGITS,
                      logits_source="kv-mode run: --eval_mode 0 --tokenized_prompt "

@@ -19,6 +19,9 @@ A case or variant may build llama.py's *lookahead* mode (``{"la": {"model_mode":
 ``--eval_mode 2 --window --ngram --gcap`` (``runner/lhd_token_generator.cpp``). The three
 lookahead fields are build settings of a lookahead build only: a hybrid build's cache keys leave
 them out.
+
+A case may declare its gate spec (``"gate": {"max_pte_bytes": 2020000, ...}``: the floors and
+ceilings its gate checks hold it to, :mod:`pytest_qnn_genai.models.spec`), checked when it loads.
 """
 from __future__ import annotations
 
@@ -28,6 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pytest_qnn_genai.files import file_sha256
+from pytest_qnn_genai.models import spec as gate_spec
 
 if TYPE_CHECKING:
     from pytest_qnn_genai.models.families import Family
@@ -45,6 +49,9 @@ RUNTIME_FIELDS = ("eval_prompt", "max_new_tokens", "extra")
 LOOKAHEAD_FIELDS = ("window", "ngram", "gcap")
 VARIANT_FIELDS = ("prefill_ar_len", "max_seq_len", "max_context_len", "kv_io_bit_width",
                   "model_mode", *LOOKAHEAD_FIELDS)
+# What the gate judges a case's builds against (its gate spec), never what builds them: out of
+# build cache keys too.
+JUDGE_FIELDS = ("gate",)
 KV_IO_BIT_WIDTHS = (8, 16)
 MODEL_MODES = {"kv": 0, "hybrid": 1, "lookahead": 2}
 LOOKAHEAD = "lookahead"
@@ -85,6 +92,7 @@ class ModelCase:
     extra: dict[str, Any] = field(default_factory=dict)  # free-form JSON
     variants: dict[str, dict[str, int | str]] = field(default_factory=dict)  # VARIANT_FIELDS
     packaged: bool = True  # shipped in the package (False: found through --qnn-cases)
+    gate: gate_spec.GateSpec = field(default_factory=gate_spec.GateSpec)  # floors, ceilings
 
     def path(self, attr: str) -> Path:
         """Absolute path of one of the case's files (``"checkpoint"``, ``"params"``, ...)."""
@@ -122,7 +130,8 @@ class ModelCase:
         changing the eval prompt or the token count rebuilds no model."""
         unused = () if self.is_lookahead else LOOKAHEAD_FIELDS  # keys of hybrid builds unchanged
         spec = {k: v for k, v in asdict(self).items()
-                if k not in ("folder", "variants", "packaged", *RUNTIME_FIELDS, *unused)}
+                if k not in ("folder", "variants", "packaged", *RUNTIME_FIELDS, *JUDGE_FIELDS,
+                             *unused)}
         spec.update({k: Path(getattr(self, k)).name for k in FILE_FIELDS})  # where: no matter
         spec["file_sha256"] = {role: file_sha256(p) for role, p in self.files().items()}
         return spec
@@ -248,6 +257,10 @@ def load_case(folder: Path, *, packaged: bool = True) -> ModelCase:
         raise ModelCaseError(f"{spec_file}: expected a JSON object")
     label = f"model case {spec.get('name', '?')} ({spec_file})"
     spec["calibration_prompts"] = tuple(spec.get("calibration_prompts", ()))
+    try:
+        spec["gate"] = gate_spec.parse(spec.get("gate", {}))
+    except gate_spec.GateSpecError as e:
+        raise ModelCaseError(f"{label}: {e}") from None
     try:
         case = ModelCase(folder=Path(folder), packaged=packaged, **spec)
     except TypeError as e:

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 import torch.nn.functional as F
 
-from pytest_qnn_genai.models import corpus, families
+from pytest_qnn_genai.models import corpus, families, heldout
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
@@ -46,8 +46,8 @@ class Config:
 
     out: Path
     family: str
-    seed: int = 1337
-    n_stories: int = 20000
+    seed: int = heldout.TRAIN_SEED
+    n_stories: int = heldout.N_TRAIN
     steps: int = 0  # 0: the family's toy default
     batch: int = 16
     seq_len: int = 128

@@ -221,6 +221,21 @@ class HybridRunner:
                 f"program's prompt processor accepts (context {self.context_len} - prefill AR "
                 f"{self.prefill.ar_len})")
 
+    def prompt_logits(self, tokens: Sequence[int]) -> np.ndarray:
+        """Dequantized logits (float32 ``[len(tokens), vocab]``) of every position of ``tokens``
+        fed as one prompt, in prefill chunks as the runner's prompt processor feeds it: row i is
+        the distribution of the token after ``tokens[i]`` (teacher forcing; perplexity)."""
+        self._check_request(tokens, 1)
+        self._reset()
+        rows: list[torch.Tensor] = []
+        times: list[float] = []
+        ar = self.prefill.ar_len
+        for start in range(0, len(tokens), ar):
+            chunk = [int(t) for t in tokens[start:start + ar]]
+            rows.append(self._step(self.prefill, chunk, start, times)[:len(chunk)])
+        raw = torch.cat(rows).to(torch.float32)
+        return ((raw - self.logits_zero_point) * self.logits_scale).numpy().astype(np.float32)
+
     def generate(self, prompt_tokens: list[int], max_new_tokens: int,
                  stop_at_eos: bool = True, eos_ids: Collection[int] | None = None) -> RunResult:
         """Greedy generation: argmax of the raw quantized logits, as the C++ runner does.

@@ -30,6 +30,9 @@ class RunResult:
 
     ``logits`` has one row per generated token (the distribution that produced it), float32,
     shape ``[len(tokens), vocab]``; it is ``None`` when the path could not provide logits.
+    ``prompt_logits``, when the path gives them (a phone's kv-mode dump), are the rows of the
+    prompt positions before the last, ``[len(prompt_tokens) - 1, vocab]``: row i predicted
+    ``prompt_tokens[i + 1]`` (teacher forcing, for perplexity).
     """
 
     prompt_tokens: list[int]
@@ -39,3 +42,4 @@ class RunResult:
     logits: np.ndarray | None = None
     device: str = "x86-emulator"
     extra: dict[str, Json] = field(default_factory=dict)
+    prompt_logits: np.ndarray | None = None

@@ -22,6 +22,7 @@ from pytest_qnn_genai.sdk import require_active
 from pytest_qnn_genai.targets import Target
 
 if TYPE_CHECKING:
+    import numpy as np
     import torch
 
 
@@ -58,6 +59,18 @@ def run(pte: Path, tokenizer_model: Path, prompt: str, target: Target,
     result.device = target.device
     result.extra.update(target=target.id, prompt=prompt)
     return result
+
+
+def prompt_logits(pte: Path, target: Target, ids: Sequence[int]) -> np.ndarray:
+    """Logits of every position of ``ids`` fed to ``pte`` as one prompt in this process (the
+    emulator target; :meth:`HybridRunner.prompt_logits`): row i predicts ``ids[i + 1]``."""
+    if not target.is_emulator:
+        raise RunStageError(f"{target.id}: not the emulator target; a phone scores a text "
+                            "through its device session")
+    require_active("running a .pte on the emulator")
+    from pytest_qnn_genai.runtime.host_runner import HybridRunner
+
+    return HybridRunner(pte).prompt_logits(ids)
 
 
 def run_method(pte: Path, inputs: Sequence[torch.Tensor], method: str = "forward",

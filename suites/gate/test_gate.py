@@ -14,31 +14,32 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_qnn_genai.checks import agreement, generation, parity
+from pytest_qnn_genai.checks import agreement, bounds, generation, parity
+from pytest_qnn_genai.compat import llama_example
 from pytest_qnn_genai.golden import continuation
 from pytest_qnn_genai.hybrid import GRAPH_METHODS
 from pytest_qnn_genai.runtime.pte_info import inspect_pte
 from pytest_qnn_genai.sdk.context_binary import check_target, describe_pte
 
-# Measured for stories260k on SM8650 (16a4w, 8-bit KV): QDQ vs fp32 logits 20.4 dB SQNR, greedy
-# (teacher-forced) agreement 46/48; over 20 held-out stories the SQNR was 16.6 dB at worst. The
-# floors leave room for another SoC's quantizer choices.
-MIN_QDQ_SQNR_DB = 15.0
-MIN_QDQ_GREEDY_AGREEMENT = 0.9
 # The HTP simulator runs the QDQ graph's fixed-point math: measured per-step cosine >= 0.9997 and
-# 41.6 dB SQNR against the CPU QDQ graph, greedy tokens identical.
+# 41.6 dB SQNR against the CPU QDQ graph, greedy tokens identical. (A case's own floors and
+# ceilings, QDQ vs fp32 and the .pte size, come from its gate spec: checks/bounds.py.)
 MIN_TARGET_ROW_COSINE = 0.995
 MIN_TARGET_SQNR_DB = 30.0
-MAX_PTE_BYTES = 2_020_000  # ExecuTorch's own bound for stories260k (test_llama_stories_260k)
+KV_IO_DTYPES = {8: "uint8", 16: "uint16"}  # kv_io_bit_width -> the KV cache IO tensors' dtype
 
 EXPECTED_CONSTANTS = {"get_max_seq_len": "max_seq_len", "get_max_context_len": "max_context_len",
                       "get_kv_io_bit_width": "kv_io_bit_width"}
 
 
-def test_qdq_keeps_the_fp32_model(fp32_reference, qdq_on_fp32_tokens, qnn_record) -> None:
+def test_qdq_keeps_the_fp32_model(fp32_reference, qdq_on_fp32_tokens, qnn_case,
+                                  qnn_record) -> None:
     fp32, qdq = fp32_reference.logits, qdq_on_fp32_tokens
     assert qdq.shape == fp32.shape
-    checks = agreement.qdq_keeps_fp32(fp32, qdq, MIN_QDQ_SQNR_DB, MIN_QDQ_GREEDY_AGREEMENT)
+    sqnr = bounds.bound(qnn_case, "min_qdq_sqnr_db")
+    greedy = bounds.bound(qnn_case, "min_qdq_greedy_agreement")
+    checks = agreement.qdq_keeps_fp32(fp32, qdq, sqnr.value, greedy.value,
+                                      (sqnr.source, greedy.source))
     qnn_record("gate", checks)
     assert all(c.ok for c in checks), parity.failures(checks)
 
@@ -65,21 +66,26 @@ def test_pte_program(qnn_pte, qnn_qdq, qnn_case, qnn_record) -> None:
     assert constants["get_n_layers"] == params["n_layers"]
     assert constants["get_vocab_size"] == params["vocab_size"]
     assert constants["get_n_kv_heads"] == params["n_kv_heads"]
-    assert (constants["get_bos_id"], constants["get_eos_id"]) == (1, 2)
+    # what upstream's static_llama wrote into the model it built (its get_metadata())
+    for constant in ("get_bos_id", "get_eos_id"):
+        assert constants[constant] == qnn_qdq.metadata[constant], constant
     assert constants["get_logits_scale"] == pytest.approx(qnn_qdq.metadata["get_logits_scale"])
     layers, kv_heads = params["n_layers"], params["n_kv_heads"]
-    head_dim = params["dim"] // params["n_heads"]
+    # ExecuTorch's ModelArgs: params' head_dim (Qwen3: wider than dim / n_heads), else that
+    head_dim = llama_example.static_llama().ModelArgs(**params).head_dim
+    kv_dtype = KV_IO_DTYPES[qnn_case.kv_io_bit_width]
     ctx, ar = qnn_case.max_context_len, qnn_case.prefill_ar_len
     for name, n in (("prefill_forward", ar), ("kv_forward", 1)):
         ins, outs = info.methods[name].inputs, info.methods[name].outputs
         assert [(t.dtype, t.shape) for t in ins[:3]] == [
             ("int32", (1, n)), ("uint16", (1, 1, n, ctx)), ("int32", (1, n))]
         assert [(t.dtype, t.shape) for t in ins[3:]] == (
-            [("uint8", (1, kv_heads, head_dim, ctx - n))] * layers
-            + [("uint8", (1, kv_heads, ctx - n, head_dim))] * layers)
+            [(kv_dtype, (1, kv_heads, head_dim, ctx - n))] * layers
+            + [(kv_dtype, (1, kv_heads, ctx - n, head_dim))] * layers)
         assert (outs[0].dtype, outs[0].shape) == ("uint16", (1, n, params["vocab_size"]))
         assert len(outs) == 1 + 2 * layers
-    size = agreement.pte_size(info.size_bytes, MAX_PTE_BYTES, "ExecuTorch's stories260k bound")
+    ceiling = bounds.pte_bytes(qnn_case)
+    size = agreement.pte_size(info.size_bytes, int(ceiling.value), ceiling.source)
     qnn_record("gate", [size])
     assert size.ok, parity.failures([size])
 

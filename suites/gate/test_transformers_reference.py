@@ -11,11 +11,9 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_qnn_genai.checks import agreement, numerics, parity
+from pytest_qnn_genai.checks import agreement, bounds, numerics, parity
 
 MAX_FP32_ABS_DIFF = 1e-3  # two fp32 implementations: float rounding only
-MIN_TARGET_SQNR_DB = 15.0  # the floor the gate holds QDQ to against fp32 (test_gate)
-MIN_TARGET_GREEDY_AGREEMENT = 0.9
 
 
 @pytest.fixture(scope="session")
@@ -33,9 +31,14 @@ def test_fp32_reference_is_transformers(fp32_reference, transformers_logits, qnn
     assert all(c.ok for c in checks), parity.failures(checks)
 
 
-def test_target_keeps_the_transformers_model(qnn_run, transformers_logits, qnn_record) -> None:
+def test_target_keeps_the_transformers_model(qnn_run, qnn_case, transformers_logits,
+                                            qnn_record) -> None:
+    """The target keeps the transformers model as well as the gate asks QDQ to keep fp32 (the
+    case's QDQ floors: its spec or the default)."""
     got = numerics.accuracy_vs_reference(qnn_run, transformers_logits)
-    checks = agreement.keeps_reference(got, "transformers", MIN_TARGET_SQNR_DB,
-                                       MIN_TARGET_GREEDY_AGREEMENT, "target_vs_transformers")
+    sqnr = bounds.bound(qnn_case, "min_qdq_sqnr_db")
+    greedy = bounds.bound(qnn_case, "min_qdq_greedy_agreement")
+    checks = agreement.keeps_reference(got, "transformers", sqnr.value, greedy.value,
+                                       "target_vs_transformers", (sqnr.source, greedy.source))
     qnn_record("gate", checks)
     assert all(c.ok for c in checks), parity.failures(checks)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_qnn_genai.checks import encodings, parity
+from pytest_qnn_genai.checks import encodings, parity, perplexity
 
 pytestmark = [pytest.mark.parity, pytest.mark.flow("legacy", "new")]
 
@@ -57,5 +57,21 @@ def test_same_outputs_on_the_target(legacy_run, new_run, parity_table, qnn_case,
                                     qnn_target, qnn_record) -> None:
     assert legacy_run.prompt_tokens == new_run.prompt_tokens
     checks = parity.compare_runs(legacy_run, new_run)
+    _record(parity_table, qnn_record, checks, qnn_case, qnn_target)
+    assert all(c.ok for c in checks), parity.failures(checks)
+
+
+def test_heldout_perplexity_on_the_target(qnn_pipeline, legacy_artifacts, new_artifacts,
+                                          qnn_case, qnn_target, heldout_documents, heldout_fp32,
+                                          heldout_target, parity_table, qnn_record) -> None:
+    """Both programs score the held-out stories on the target (checks/perplexity.py): the new
+    one's word perplexity no worse than legacy's; KL and top-1 agreement with fp32 shown."""
+    docs = heldout_documents
+    rows = {name: heldout_target(qnn_pipeline, qnn_case, qnn_target, art.pte, docs)
+            for name, art in (("legacy", legacy_artifacts), ("new", new_artifacts))}
+    scores = {name: perplexity.score("target", docs, r) for name, r in rows.items()}
+    checks = perplexity.parity_checks(scores["legacy"], scores["new"],
+                                      perplexity.kl_and_top1(heldout_fp32, rows["legacy"]),
+                                      perplexity.kl_and_top1(heldout_fp32, rows["new"]))
     _record(parity_table, qnn_record, checks, qnn_case, qnn_target)
     assert all(c.ok for c in checks), parity.failures(checks)

@@ -10,7 +10,6 @@ own key, so the cost is one export + calibrate + convert.
 """
 from __future__ import annotations
 
-import contextlib
 from pathlib import Path
 from typing import TYPE_CHECKING
 from unittest import mock
@@ -18,46 +17,17 @@ from unittest import mock
 import pytest
 
 from pytest_qnn_genai.checks import encodings, parity
+from tests.support.perturbed import perturbed_calibration_graph
 
 if TYPE_CHECKING:
     from pytest_qnn_genai.models.registry import ModelCase
 
 pytestmark = [pytest.mark.parity, pytest.mark.flow("legacy", "new")]
 
-PERTURBED = "calibration_qdq.pt2"
-
-
-def _perturbed_calibration_graph(pipeline, case, target, prompts: tuple[str, ...],
-                                 perturbation: dict, label: str,
-                                 patched: contextlib.AbstractContextManager | None = None) -> Path:
-    """``case``'s calibration graph quantized on ``prompts`` (under ``patched``), through the
-    cache keyed by ``perturbation``."""
-    from pytest_qnn_genai.hybrid import CALIBRATION
-    from pytest_qnn_genai.stages.quantize import _quantize_graph
-
-    def build(out: Path) -> None:
-        import torch
-
-        from pytest_qnn_genai.stages.prepare import prepare
-
-        with patched or contextlib.nullcontext():
-            prepared = prepare(case) if "prepare" in perturbation else pipeline.prepared(case)
-            torch.manual_seed(0)
-            batches = prepared.calibration_batches(list(prompts))
-            gm = _quantize_graph(prepared, CALIBRATION, target.soc, "htp", batches)
-        exported = torch.export.export(gm, prepared.example_inputs[CALIBRATION], strict=True)
-        torch.export.save(exported, str(out / PERTURBED))
-
-    entry = pipeline.cache.get_or_build(
-        "parity-perturbed-quantize", {"case": case.build_fingerprint(), "soc": target.soc.name,
-                                      "backend": "htp", **perturbation},
-        build, label=f"{case.name} {label}")
-    return entry.file(PERTURBED)
-
 
 @pytest.fixture(scope="session")
 def perturbed_qdq(qnn_pipeline, qnn_sdk, case, sm8650_emulator) -> Path:
-    return _perturbed_calibration_graph(qnn_pipeline, case, sm8650_emulator,
+    return perturbed_calibration_graph(qnn_pipeline, case, sm8650_emulator,
                                         case.calibration_prompts[:1], {"calibration_prompts": 1},
                                         "one calibration prompt")
 
@@ -91,7 +61,7 @@ def without_seq_mse(qnn_pipeline, qnn_sdk, llama3_case, sm8650_emulator) -> Path
     calibration prompt, no SeqMSE search."""
     from pytest_qnn_genai.stages import recipe
 
-    return _perturbed_calibration_graph(
+    return perturbed_calibration_graph(
         qnn_pipeline, llama3_case, sm8650_emulator, llama3_case.calibration_prompts,
         {"seq_mse_candidates": 0}, "without SeqMSE",
         mock.patch.object(recipe, "seq_mse_candidates", lambda case: 0))
@@ -145,7 +115,7 @@ def test_calibrating_without_the_chat_template_fails_qwen3_parity(
     def raw(case, tokenizer, prompt: str) -> list[int]:
         return tokenizer.encode(prompt, bos=True, eos=False)
 
-    perturbed = _perturbed_calibration_graph(
+    perturbed = perturbed_calibration_graph(
         qnn_pipeline, qwen3_case, sm8650_emulator, qwen3_case.calibration_prompts,
         {"calibration": "no chat template"}, "without the chat template",
         mock.patch.object(qwen3, "calibration_ids", raw))
@@ -160,7 +130,7 @@ def test_an_additive_mask_instead_of_masked_softmax_fails_qwen3_parity(
     """llama.py builds qwen3-0_6b with masked softmax (its config, QNN >= 2.35)."""
     from pytest_qnn_genai.stages import prepare as prepare_stage
 
-    perturbed = _perturbed_calibration_graph(
+    perturbed = perturbed_calibration_graph(
         qnn_pipeline, qwen3_case, sm8650_emulator, qwen3_case.calibration_prompts,
         {"prepare": "additive mask"}, "without masked softmax",
         mock.patch.object(prepare_stage, "masked_softmax", lambda case: False))

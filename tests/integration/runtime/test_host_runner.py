@@ -205,3 +205,17 @@ def test_run_stage_never_runs_a_phone_target_on_the_host(legacy: LegacyArtifacts
     with pytest.raises(RunStageError, match="SM8650-htp-SERIAL1: not the emulator target"):
         run(legacy.pte, case.path("tokenizer_model"), "Once", Target(soc("SM8650"),
                                                                      device="SERIAL1"), 4)
+
+
+def test_prompt_logits_are_the_prompt_processors_rows(runner: HybridRunner, prompt: list[int],
+                                                      result: RunResult) -> None:
+    """Teacher forcing (perplexity) reads the same prefill rows generation does: the last row of
+    a prompt is the distribution the first generated token was chosen from, bit for bit, and a
+    longer text (several AR chunks) keeps its earlier rows."""
+    rows = runner.prompt_logits(prompt)
+    assert rows.shape == (len(prompt), runner.vocab_size) and result.logits is not None
+    assert np.array_equal(rows[-1], result.logits[0])
+    longer = prompt + result.tokens[:40]  # crosses the 32-token prefill chunk
+    more = runner.prompt_logits(longer)
+    assert np.array_equal(more[:len(prompt)], rows)
+    assert [int(t) for t in np.argmax(more[len(prompt) - 1:-1], axis=1)] == result.tokens[:40]

@@ -1,0 +1,117 @@
+"""A model case's gate spec: the floors and ceilings its gate checks hold it to.
+
+Like upstream's ``LlmSpecs`` (``backends/qualcomm/tests/test_qnn_delegate.py``: per model a .pte
+size, a wikitext perplexity, an SQNR and per-SoC speed floors), a ``case.json`` may declare
+``"gate": {...}`` with any of :data:`FIELDS`. A check whose bound the case does not declare runs
+against a default and its figure says so: the judge reads ``(default floor)`` instead of
+``(<case> spec)`` (:mod:`pytest_qnn_genai.checks.bounds`, where the defaults live: they judge,
+they build nothing, so they stay out of the modules every build's cache key digests; this one
+is in them, through ``models/case.py``). Nothing is skipped silently.
+
+The per-SoC prefill/decode floors stay where they already are per case and per SoC:
+``golden/perf/<case>.json`` (:mod:`pytest_qnn_genai.golden.perf`), with their provenance.
+
+A malformed spec (an unknown field, a value of the wrong type or sign, a perplexity phase that
+does not exist) is one :class:`GateSpecError` line naming the field; ``load_case`` prefixes the
+case.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+
+from pytest_qnn_genai.untyped import Json
+
+PHASES = ("fp32", "qdq", "target")  # where perplexity is measured (llama.py's tasks_eval's three)
+
+
+class GateSpecError(ValueError):
+    """A ``case.json``'s ``gate`` spec is malformed (one line naming the field)."""
+
+
+@dataclass(frozen=True)
+class GateSpec:
+    """The bounds a case declares (None: the check uses its default). See :data:`FIELDS`."""
+
+    min_qdq_sqnr_db: float | None = None
+    min_qdq_greedy_agreement: float | None = None
+    max_pte_bytes: int | None = None
+    max_perplexity: dict[str, float] = field(default_factory=dict)  # phase -> word perplexity
+    max_target_perplexity_ratio: float | None = None  # target / fp32 word perplexity
+    notes: str = ""  # where the numbers come from (measured how, whose bound)
+
+
+# field -> what it bounds (the unit test holds every GateSpec field to a line here)
+FIELDS = {
+    "min_qdq_sqnr_db": "QDQ vs fp32 logits SQNR floor, dB (also the target vs transformers floor)",
+    "min_qdq_greedy_agreement": "QDQ vs fp32 teacher-forced greedy agreement floor, 0..1 (also "
+                                "the target vs transformers floor)",
+    "max_pte_bytes": ".pte size ceiling, bytes",
+    "max_perplexity": "word perplexity ceilings on the held-out split, per phase: "
+                      "{\"fp32\": .., \"qdq\": .., \"target\": ..}",
+    "max_target_perplexity_ratio": "ceiling of the target's word perplexity / fp32's",
+    "notes": "free text: how the numbers were measured, whose bound they are",
+}
+
+
+def _number(name: str, value: Json, *, integer: bool = False,
+            at_most: float | None = None) -> float:
+    """``value`` as a positive finite number (an integer if ``integer``), at most ``at_most``."""
+    ok = (isinstance(value, (int, float)) and not isinstance(value, bool)
+          and (isinstance(value, int) or not integer))
+    number = float(value) if ok else math.nan
+    if not math.isfinite(number) or number <= 0 or (at_most is not None and number > at_most):
+        kind = "a positive integer" if integer else "a positive number"
+        limit = f" ≤ {at_most:g}" if at_most is not None else ""
+        raise GateSpecError(f"gate.{name} must be {kind}{limit}, got {value!r}")
+    return number
+
+
+def _optional(data: dict[str, Json], name: str, at_most: float | None = None) -> float | None:
+    return _number(name, data[name], at_most=at_most) if name in data else None
+
+
+def _perplexity(data: dict[str, Json]) -> dict[str, float]:
+    ppl = data.get("max_perplexity", {})
+    if not isinstance(ppl, dict):
+        raise GateSpecError(f"gate.max_perplexity must be an object of phase: ceiling "
+                            f"({', '.join(PHASES)}), got {type(ppl).__name__}")
+    bad = [k for k in ppl if k not in PHASES]
+    if bad:
+        raise GateSpecError(f"gate.max_perplexity.{bad[0]} is no phase; the phases: "
+                            f"{', '.join(PHASES)}")
+    return {k: _number(f"max_perplexity.{k}", v) for k, v in ppl.items()}
+
+
+def parse(data: Json) -> GateSpec:
+    """``case.json``'s ``gate`` object as a :class:`GateSpec`; every problem one line naming the
+    field (:class:`GateSpecError`)."""
+    if not isinstance(data, dict):
+        raise GateSpecError(f"gate must be an object of {', '.join(FIELDS)}, got "
+                            f"{type(data).__name__}")
+    unknown = [k for k in data if k not in FIELDS]
+    if unknown:
+        raise GateSpecError(f"gate.{unknown[0]} is not a gate spec field; the fields: "
+                            f"{', '.join(FIELDS)}")
+    notes = data.get("notes", "")
+    if not isinstance(notes, str):
+        raise GateSpecError(f"gate.notes must be text, got {type(notes).__name__}")
+    pte = data.get("max_pte_bytes")
+    return GateSpec(
+        min_qdq_sqnr_db=_optional(data, "min_qdq_sqnr_db"),
+        min_qdq_greedy_agreement=_optional(data, "min_qdq_greedy_agreement", at_most=1.0),
+        max_pte_bytes=None if pte is None else int(_number("max_pte_bytes", pte, integer=True)),
+        max_perplexity=_perplexity(data),
+        max_target_perplexity_ratio=_optional(data, "max_target_perplexity_ratio"),
+        notes=notes)
+
+
+def to_json(spec: GateSpec) -> dict[str, Json]:
+    """The declared fields of ``spec`` (what ``case.json`` says), for the run report."""
+    out: dict[str, Json] = {}
+    for f in fields(spec):
+        value = getattr(spec, f.name)
+        if value not in (None, "", {}):
+            out[f.name] = dict(value) if isinstance(value, Mapping) else value
+    return out

@@ -1,0 +1,45 @@
+"""Fixtures the suites share: the held-out split and its fp32 logits, per model case.
+
+Perplexity (``checks/perplexity.py``) is measured on the held-out stories
+(``models/heldout.py``), encoded as the runner encodes a text, in rolling windows no longer than
+the program's prompt processor takes (``max_context_len - prefill_ar_len``), so one window is one
+prompt pass on the target. fp32 and QDQ logits are cache entries (a warm run computes nothing);
+the target's are the test.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pytest_qnn_genai.checks import perplexity
+from pytest_qnn_genai.models import heldout
+from pytest_qnn_genai.runtime.tokenizer import encode, load_tokenizer
+
+
+@pytest.fixture(scope="session")
+def heldout_documents(qnn_case) -> list[perplexity.Document]:
+    """The held-out stories as ``qnn_case``'s runner encodes them, in windows."""
+    tokenizer = load_tokenizer(qnn_case.path("tokenizer_model"))
+    return perplexity.documents(heldout.stories(), lambda text: encode(tokenizer, text),
+                                qnn_case.max_context_len - qnn_case.prefill_ar_len)
+
+
+@pytest.fixture(scope="session")
+def heldout_fp32(qnn_pipeline, qnn_case, heldout_documents) -> list[np.ndarray]:
+    """fp32 logits of every window (cached)."""
+    return [qnn_pipeline.fp32_logits(qnn_case, list(w.context), list(w.continuation))
+            for w in perplexity.all_windows(heldout_documents)]
+
+
+@pytest.fixture(scope="session")
+def heldout_target() -> Callable[..., list[np.ndarray]]:
+    """``heldout_target(pipeline, case, target, pte, docs, digest=None)``: a program's logits of
+    every window on the target (one prompt pass each)."""
+    def rows(pipeline, case, target, pte: Path, docs: list[perplexity.Document],  # noqa: ANN001
+             digest: str | None = None) -> list[np.ndarray]:
+        return [pipeline.target_logits(case, target, pte, w.ids, digest)[len(w.context) - 1:]
+                for w in perplexity.all_windows(docs)]
+    return rows
