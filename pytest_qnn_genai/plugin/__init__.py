@@ -50,9 +50,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         config.stash[SESSION].modify_items(items)
 
 
-def pytest_sessionfinish(session: pytest.Session) -> None:
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if SESSION in session.config.stash:
-        session.config.stash[SESSION].finish()
+        stopped = bool(session.shouldstop or session.shouldfail
+                       or exitstatus == pytest.ExitCode.INTERRUPTED)
+        session.config.stash[SESSION].finish(stopped)
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter,
