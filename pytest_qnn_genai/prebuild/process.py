@@ -40,12 +40,13 @@ from pytest_qnn_genai.cache.layout import lock_path
 from pytest_qnn_genai.cache.lock import KeyLock
 from pytest_qnn_genai.files import write_text_atomic
 from pytest_qnn_genai.prebuild import plan as p
-from pytest_qnn_genai.prebuild.schedule import Outcome, StepBusy, run_steps
+from pytest_qnn_genai.prebuild.schedule import Outcome, StepBusy, first_line, run_steps
 from pytest_qnn_genai.untyped import Json
 
 if TYPE_CHECKING:
     from pytest_qnn_genai.models.registry import ModelCase
     from pytest_qnn_genai.pipeline import Pipeline
+    from pytest_qnn_genai.targets import Target
 
 DRAIN = "drain"
 EXIT_KILLED = 3  # stopped by end of file on stdin or by its deadline
@@ -202,6 +203,7 @@ def execute(pipeline: Pipeline, step: p.Step) -> str:
 
 
 def _build(pipeline: Pipeline, step: p.Step) -> None:
+    """``step``'s entry through the Pipeline method its tests call (see :mod:`.plan`)."""
     from pytest_qnn_genai.flows import registry as flows
     from pytest_qnn_genai.targets import Target, soc
 
@@ -222,16 +224,15 @@ def _build(pipeline: Pipeline, step: p.Step) -> None:
             _references(pipeline, step, case, target)
 
 
-def _references(pipeline: Pipeline, step: p.Step, case: ModelCase, target: object) -> None:
+def _references(pipeline: Pipeline, step: p.Step, case: ModelCase, target: Target | None) -> None:
     """The gate's references, on the tokens its fixtures use: the eval prompt as every run
     encodes it, the fp32 continuation of it (suites/gate/conftest.py,
     test_transformers_reference.py)."""
     from pytest_qnn_genai.runtime.tokenizer import encode, load_tokenizer
-    from pytest_qnn_genai.targets import Target
 
     prompt = encode(load_tokenizer(case.path("tokenizer_model")), case.eval_prompt)
     fp32 = pipeline.fp32_reference(case, prompt)
-    if step.kind == p.QDQ_LOGITS and isinstance(target, Target):
+    if step.kind == p.QDQ_LOGITS and target is not None:
         pipeline.qdq_logits(case, target, fp32.prompt_tokens, fp32.tokens)
     elif step.kind == p.TRANSFORMERS_LOGITS:
         pipeline.transformers_logits(case, list(fp32.prompt_tokens) + list(fp32.tokens[:-1]))
@@ -265,7 +266,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     progress.stderr_writer(
         f"[qnn-genai] prebuild: {len(steps)} cache entries the selected tests need "
         f"({subprocess_steps} built in subprocesses), up to {config.slots} at a time")
-    pipeline = open_pipeline(config)
+    try:
+        pipeline = open_pipeline(config)
+    except Exception as e:  # noqa: BLE001 - said in one line: the tests build what they need
+        progress.stderr_writer(f"[qnn-genai] prebuild: cannot start ({first_line(e)}); the "
+                               "tests build what they need")
+        return 1
     outcome: Outcome = run_steps(
         steps, lambda step: execute(pipeline, step), p.dependencies, slots=config.slots,
         draining=draining, report=progress.stderr_writer,

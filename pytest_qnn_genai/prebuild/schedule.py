@@ -52,7 +52,8 @@ class Outcome:
         return ", ".join(f"{self.count(w)} {w}" for w in words) or "nothing done"
 
 
-def _first_line(error: BaseException) -> str:
+def first_line(error: BaseException) -> str:
+    """``Type: first line of the message`` (a report in one line)."""
     text = str(error).strip().splitlines()
     return f"{type(error).__name__}: {text[0] if text else ''}".rstrip(": ")
 
@@ -85,7 +86,7 @@ def run_steps(steps: Sequence[Step], execute: Callable[[Step], str],
             return
         except Exception as e:  # noqa: BLE001 - any failure is this step's outcome, reported
             result = FAILED
-            report(f"[qnn-genai] prebuild {step.label}: failed ({_first_line(e)}); the test that "
+            report(f"[qnn-genai] prebuild {step.label}: failed ({first_line(e)}); the test that "
                    "needs it builds it and reports its error")
         with changed:
             outcome.results[step] = result
