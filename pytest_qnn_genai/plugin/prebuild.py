@@ -49,8 +49,7 @@ def requests(items: Sequence[pytest.Item]) -> Iterator[Request]:
 
 
 def session_plan(session: QnnSession, items: Sequence[pytest.Item]) -> list[Step]:
-    """What the selected items will ask the cache for (empty for a session that builds nothing
-    ahead: see the module docstring)."""
+    """What the selected items will ask the cache for, in the order to build it ahead."""
     s = session.settings
     runners_src = None if (s.runner and not s.devices) else s.executorch_src
     return plan(requests(items), runners_src)
