@@ -7,9 +7,11 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 SOC    ?= SM8650
 PYTEST_ARGS ?=
-# make test: both cores. Builds (llama.py, QNN compiles) are single-threaded; the emulator A/B
-# gate pairs calls in lockstep, so a build on the other worker does not sway it.
-TEST_WORKERS ?= 2
+# make gate / make test / make unit: one pytest-xdist worker per core (-n auto), and the cache
+# entries the selected tests need are built ahead (--qnn-prebuild). One process, builds when a
+# test asks (the old way): make gate TEST_WORKERS=0 PYTEST_ARGS=--no-qnn-prebuild. The emulator
+# A/B gate pairs calls in lockstep, so builds on the other core do not sway it.
+TEST_WORKERS ?= auto
 STAMP  := $(VENV)/.installed
 # An ExecuTorch source tree to build upstream's qnn_llama_runner / qnn_executor_runner from (for
 # the x86-runner target and the loopback phone); CI's is ../shared/upstream/executorch. Without
@@ -52,7 +54,7 @@ dav:
 	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nginx >/dev/null; }
 
 gate: install build-deps
-	$(PY) -m pytest suites --soc $(SOC) $(PYTEST_ARGS)
+	$(PY) -m pytest suites --soc $(SOC) -n $(TEST_WORKERS) $(PYTEST_ARGS)
 
 # ruff, the import-linter layer contracts and mypy (pyproject.toml): the package strictly,
 # suites/, scripts/ and the plugin's own tests at mypy's default level
@@ -62,9 +64,9 @@ lint: install
 	$(VENV)/bin/mypy pytest_qnn_genai
 	$(VENV)/bin/mypy suites tests scripts
 
-# the fast tier: no builds; both cores (pytest-xdist) keep it near half a minute
+# the fast tier: no builds; every core (pytest-xdist) keeps it near a minute
 unit: install
-	$(PY) -m pytest tests/unit -n 2 $(PYTEST_ARGS)
+	$(PY) -m pytest tests/unit -n $(TEST_WORKERS) $(PYTEST_ARGS)
 
 test: lint adb build-deps dav chromium
 	@$(PY) -m pytest tests suites -n $(TEST_WORKERS) --soc $(SOC) $(PYTEST_ARGS); rc=$$?; \

@@ -25,6 +25,12 @@ def remember_terminal() -> None:
             _terminal_fd = None
 
 
+def terminal_fd() -> int:
+    """The descriptor progress lines go to (the terminal's stderr, see :func:`remember_terminal`),
+    for a child process whose own progress lines must reach the terminal too."""
+    return _terminal_fd if _terminal_fd is not None else 2
+
+
 def stderr_writer(line: str) -> None:
     """Write a progress line to the terminal's stderr, bypassing pytest's output capture."""
     data = (line + "\n").encode(errors="replace")

@@ -66,6 +66,7 @@ class Settings:
     runner: str | None
     qnn_device_libs: str | None
     executorch_src: Path | None
+    prebuild: bool
 
     @property
     def targets(self) -> list[targets.Target]:

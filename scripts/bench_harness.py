@@ -3,6 +3,7 @@
 
     python scripts/bench_harness.py overhead [--cache-dir DIR] [--rounds N]
     python scripts/bench_harness.py cold-warm [--soc SM8650] [--workers 2]    # ~5+ minutes
+    python scripts/bench_harness.py cold-cores [--soc SM8650] [--models NAME] [--one-worker-first]
     python scripts/bench_harness.py all
 
 overhead   host-runner overhead over raw ``Method.execute``: per round, ``runner_overhead_s``
@@ -11,6 +12,12 @@ overhead   host-runner overhead over raw ``Method.execute``: per round, ``runner
 cold-warm  wall time of ``pytest suites/gate`` with a fresh ``--qnn-cache-dir`` (cold: builds
            everything) and again on the same cache (warm), then the artifact-cache build counts
            under ``-n N`` on another fresh cache, parsed from the "N hits, M builds" summary line.
+cold-cores ``make gate``'s pytest (``pytest suites --soc SOC``) on a fresh ``--qnn-cache-dir``
+           each, one after the other (~25 minutes on 2 cores): the default (``-n auto``, builds
+           scheduled ahead) first, then one worker building each entry when a test asks
+           (``-n 1 --no-qnn-prebuild``), or the other way round:
+           wall times and their ratio, the summed build seconds and builds of the summary
+           line, the load average before and after each run.
 """
 from __future__ import annotations
 
@@ -26,6 +33,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 CACHE_LINE = re.compile(r"(\d+) hits, (\d+) builds")
+BUILD_SECONDS = re.compile(r"builds \(([\d.]+)s building")
+OUTCOME = re.compile(r"^=* ?(\d+ (?:passed|failed).*) in [\d.]+s", re.MULTILINE)
 PYTEST_TIMEOUT_S = 3600  # a cold gate on 2 cores takes ~10 min
 
 
@@ -110,22 +119,53 @@ def cold_warm(soc_name: str, workers: int) -> list[tuple[str, str]]:
     return rows
 
 
+def cold_cores(soc_name: str, models: str | None, one_worker_first: bool) -> list[tuple[str, str]]:
+    import os
+
+    rows, walls = [], {}
+    narrow = ["--models", models] if models else []
+    runs = [("default (-n auto, prebuild)", ["-n", "auto"]),
+            ("one worker (-n 1 --no-qnn-prebuild)", ["-n", "1", "--no-qnn-prebuild"])]
+    for label, args in runs[::-1] if one_worker_first else runs:
+        with tempfile.TemporaryDirectory(prefix="bench-cores-") as fresh:
+            load = os.getloadavg()[0]
+            wall, out, rc = _pytest(["suites", "--soc", soc_name, "--qnn-cache-dir", fresh,
+                                     *narrow, *args])
+            build_s = BUILD_SECONDS.search(out)
+            outcome = OUTCOME.search(out)
+            walls[label] = wall
+            log = Path(tempfile.gettempdir()) / f"bench-cores-{len(walls)}.log"
+            log.write_text(out)
+            rows.append((label, f"{wall:.0f} s wall (exit {rc}: "
+                                f"{outcome.group(1) if outcome else '?'}); {_builds(out)}, "
+                                f"{build_s.group(1) if build_s else '?'} s building; load "
+                                f"{load:.1f} -> {os.getloadavg()[0]:.1f}; output {log}"))
+    default, one = walls[runs[0][0]], walls[runs[1][0]]
+    rows.append(("default / one worker", f"{default / one:.2f}"))
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     from pytest_qnn_genai.settings import default_cache_dir
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("what", choices=("overhead", "cold-warm", "all"))
+    parser.add_argument("what", choices=("overhead", "cold-warm", "cold-cores", "all"))
     parser.add_argument("--cache-dir", type=Path, default=default_cache_dir())
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--max-new-tokens", type=int, default=24)
     parser.add_argument("--soc", default="SM8650")
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--models", default=None, help="cold-cores: only these model cases")
+    parser.add_argument("--one-worker-first", action="store_true",
+                        help="cold-cores: run the one-worker configuration first")
     a = parser.parse_args(argv)
     rows: list[tuple[str, str]] = []
     if a.what in ("overhead", "all"):
         rows += overhead(a.cache_dir.resolve(), a.rounds, a.max_new_tokens)
     if a.what in ("cold-warm", "all"):
         rows += cold_warm(a.soc, a.workers)
+    if a.what == "cold-cores":
+        rows += cold_cores(a.soc, a.models, a.one_worker_first)
     print(_table(rows))
     return 0
 

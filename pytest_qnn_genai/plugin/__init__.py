@@ -67,9 +67,11 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None],
     return report
 
 
-def pytest_sessionfinish(session: pytest.Session) -> None:
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if SESSION in session.config.stash:
-        session.config.stash[SESSION].finish()
+        stopped = bool(session.shouldstop or session.shouldfail
+                       or exitstatus == pytest.ExitCode.INTERRUPTED)
+        session.config.stash[SESSION].finish(stopped)
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter,

@@ -228,6 +228,9 @@ KNOBS: tuple[Knob, ...] = (
          metavar="URL"),
     Knob("qnn_rebuild", "rebuild", "ignore cache hits and rebuild every artifact once", _flag,
          False, kind="bool"),
+    Knob("qnn_prebuild", "prebuild", "once collection knows the selected tests, build the cache "
+         "entries they need ahead, in a background process (dependency order; llama.py's "
+         "subprocess builds beside the in-process ones)", _flag, True, kind="bool"),
     Knob("models", "models", "model cases to run, comma separated (default: all registered)",
          _names, kind="list", metavar="NAME,..."),
     Knob("qnn_shard", "shard", "run shard K of N: a deterministic share of the model case x "

@@ -25,13 +25,14 @@ from pytest_qnn_genai.cache.remote import open_remote, redact
 from pytest_qnn_genai.checks.parity import ParityTable
 from pytest_qnn_genai.figures import FAIL, problem
 from pytest_qnn_genai.models import registry
-from pytest_qnn_genai.plugin import marks, options
+from pytest_qnn_genai.plugin import marks, options, prebuild
 from pytest_qnn_genai.report.results import Header, Record, ResultsFile, ResultsFileError
 from pytest_qnn_genai.sdk import QnnSdk, SdkError, activate, resolve_sdk
 from pytest_qnn_genai.sdk.versions import dist_version, stack
 from pytest_qnn_genai.shards import Selection
 
 if TYPE_CHECKING:
+    from pytest_qnn_genai.prebuild.launch import PrebuildProcess
     from pytest_qnn_genai.report.diff import FigureDiff
     from pytest_qnn_genai.settings import Settings
     from pytest_qnn_genai.targets import Target
@@ -83,6 +84,7 @@ class QnnSession:
         self.report: tuple[Path | None, list[Path], list[FigureDiff]] | None = None
         self.devices_checked = False
         self.shard: Selection | None = None  # --qnn-shard: what this shard took (xdist: merged)
+        self.prebuild: PrebuildProcess | None = None  # builds started ahead (plugin/prebuild.py)
         if self.workers and not self.is_worker:  # xdist workers cannot report a usage error:
             self.require_sdk()                   # the controller checks now (it collects nothing)
             if self.settings.devices:
@@ -165,7 +167,8 @@ class QnnSession:
                                  scope="session")
 
     def modify_items(self, items: list[pytest.Item]) -> None:
-        """Skip what the marks exclude; check perf goldens and phones when tests need them."""
+        """Skip what the marks exclude; check perf goldens and phones when tests need them; then
+        start building ahead what the selected tests need."""
         for item in items:
             reason = marks.skip_reason(item, self.settings)
             if reason:
@@ -176,13 +179,13 @@ class QnnSession:
             self.shard = select(items, self.settings.shard, self.config)
         if any(_needs_qnn(item) for item in items):
             self.require_sdk()
-        if self.is_worker:
-            return
-        if any(i.get_closest_marker("perf") for i in items):
-            self.check_goldens()
-        if (self.settings.devices and not self.devices_checked
-                and any(_drives_phone(item) for item in items)):
-            self.check_devices()
+        if not self.is_worker:
+            if any(i.get_closest_marker("perf") for i in items):
+                self.check_goldens()
+            if (self.settings.devices and not self.devices_checked
+                    and any(_drives_phone(item) for item in items)):
+                self.check_devices()
+        self.prebuild = prebuild.start(self, items)
 
     def require_sdk(self) -> None:
         """Provision the SDK now; a missing compiler or SDK is one usage-error line."""
@@ -274,8 +277,11 @@ class QnnSession:
             totals.merge(self._cache.stats.to_dict())
         return totals
 
-    def finish(self) -> None:
-        """Ship the payload (worker) or write the report (controller)."""
+    def finish(self, stopped: bool = False) -> None:
+        """End the prebuild (``stopped``: the session was interrupted or failed fast), then ship
+        the payload (worker) or write the report (controller)."""
+        prebuild.stop(self, self.prebuild, stopped)
+        self.prebuild = None
         worker_output = getattr(self.config, "workeroutput", None)
         if worker_output is not None:
             worker_output[PAYLOAD] = self.worker_payload()

@@ -65,6 +65,7 @@ SWITCHES = [  # flag, ini key, environment variable, Settings field
     ("--qnn-rebuild", "qnn_rebuild", "QNN_GENAI_REBUILD", "rebuild"),
     ("--nightly", "qnn_nightly", "QNN_GENAI_NIGHTLY", "nightly"),
     ("--qnn-update-golden", "qnn_update_golden", "QNN_GENAI_UPDATE_GOLDEN", "update_golden"),
+    ("--qnn-prebuild", "qnn_prebuild", "QNN_GENAI_PREBUILD", "prebuild"),  # on by default: below
 ]
 OTHER = {"compare_to"}  # needs a results.json: tests/unit/report and the perf suite cover it
 
@@ -146,6 +147,19 @@ def test_no_flags_turn_switches_off_over_env_and_ini(pytester: pytest.Pytester,
     off = _settings(pytester.runpytest("-s", "--no-qnn-rebuild", "--no-nightly",
                                        "--no-qnn-update-golden"))
     assert (off["rebuild"], off["nightly"], off["update_golden"]) == (False, False, False)
+
+
+def test_prebuild_is_on_by_default_and_each_form_turns_it_off(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytester.makepyfile(PRINT_SETTINGS)
+    assert _settings(pytester.runpytest("-s"))["prebuild"] is True
+    assert _settings(pytester.runpytest("-s", "--no-qnn-prebuild"))["prebuild"] is False
+    pytester.makeini("[pytest]\nqnn_prebuild = false\n")
+    assert _settings(pytester.runpytest("-s"))["prebuild"] is False
+    monkeypatch.setenv("QNN_GENAI_PREBUILD", "0")
+    pytester.makeini("[pytest]\n")
+    assert _settings(pytester.runpytest("-s"))["prebuild"] is False
+    assert _settings(pytester.runpytest("-s", "--qnn-prebuild"))["prebuild"] is True
 
 
 def test_defaults(pytester: pytest.Pytester) -> None:

@@ -1,0 +1,108 @@
+"""Start and stop the prebuild process from a session (pytest-free).
+
+:func:`start` writes the plan into a fresh temporary folder and starts
+``python -m pytest_qnn_genai.prebuild`` there, in its own session (a Ctrl-C on the terminal
+reaches pytest, which stops it), with this package's folder first on its ``PYTHONPATH`` (it must
+run the very code the tests run: the code is in the cache keys), its stdin a pipe from this
+process, its progress lines on ``terminal_fd`` and its build output in the folder's log.
+:meth:`PrebuildProcess.stop` ends it (the pipe closed: it kills its builds' process groups and
+exits), :meth:`PrebuildProcess.drain` lets its running steps finish first. Both are bounded,
+then SIGKILL; both read its statistics and remove the folder. If this process dies, the kernel
+closes the pipe and the prebuild process stops the same way: it never outlives the session.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest_qnn_genai
+from pytest_qnn_genai.prebuild.plan import Step
+from pytest_qnn_genai.prebuild.process import DRAIN, PrebuildConfig, write_plan
+from pytest_qnn_genai.untyped import Json
+
+STOP_TIMEOUT_S = 30.0  # to kill its builds and exit after the pipe is closed
+DRAIN_TIMEOUT_S = 1500.0  # for the running steps to finish (llama.py's own bound is 1200 s)
+
+
+class PrebuildProcess:
+    """One running prebuild process and its folder (plan, log, statistics)."""
+
+    def __init__(self, proc: subprocess.Popen[bytes], folder: Path, steps: Sequence[Step]) -> None:
+        self.proc = proc
+        self.folder = folder
+        self.steps = list(steps)
+        self._stats: dict[str, Json] | None = None
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    @property
+    def running(self) -> bool:
+        return self.proc.poll() is None
+
+    def wait(self, timeout_s: float) -> bool:
+        """True once the process has exited (all steps done), False after ``timeout_s``."""
+        try:
+            self.proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            return False
+        return True
+
+    def drain(self, timeout_s: float = DRAIN_TIMEOUT_S) -> dict[str, Json]:
+        """Start no more steps, let the running ones finish (up to ``timeout_s``), then stop."""
+        if self.running and self.proc.stdin is not None:
+            try:
+                self.proc.stdin.write((DRAIN + "\n").encode())
+                self.proc.stdin.flush()
+            except OSError:
+                pass  # it is exiting already
+            self.wait(timeout_s)
+        return self.stop()
+
+    def stop(self) -> dict[str, Json]:
+        """Kill it and its builds now (idempotent); the cache statistics of what it built."""
+        if self.proc.stdin is not None and not self.proc.stdin.closed:
+            try:
+                self.proc.stdin.close()  # end of file: it kills its builds' groups and exits
+            except OSError:
+                pass
+        if not self.wait(STOP_TIMEOUT_S):
+            self.proc.kill()
+            self.proc.wait()
+        if self._stats is None:
+            self._stats = _read_stats(self.folder / "stats.json")
+            shutil.rmtree(self.folder, ignore_errors=True)
+        return self._stats
+
+
+def _read_stats(path: Path) -> dict[str, Json]:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def start(steps: Sequence[Step], config: PrebuildConfig, terminal_fd: int = 2) -> PrebuildProcess:
+    """Start the prebuild process for ``steps`` (``config``'s ``stats_file`` and ``log`` are set
+    here, in its folder)."""
+    folder = Path(tempfile.mkdtemp(prefix="qnn-genai-prebuild-"))
+    config = PrebuildConfig(**{**config.to_dict(), "stats_file": str(folder / "stats.json"),
+                               "log": str(folder / "build.log")})
+    plan_file = folder / "plan.json"
+    write_plan(plan_file, config, steps)
+    env = dict(os.environ)
+    here = str(Path(pytest_qnn_genai.__file__).resolve().parent.parent)
+    env["PYTHONPATH"] = os.pathsep.join([here, *(x for x in env.get("PYTHONPATH", "").split(
+        os.pathsep) if x and x != here)])
+    proc = subprocess.Popen([sys.executable, "-m", "pytest_qnn_genai.prebuild", str(plan_file)],
+                            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=terminal_fd,
+                            env=env, start_new_session=True)
+    return PrebuildProcess(proc, folder, steps)

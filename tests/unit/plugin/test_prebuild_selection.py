@@ -1,0 +1,57 @@
+"""The plan the plugin computes from the real suites' selected items (collection only: no
+builds, no prebuild process under ``--collect-only``)."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.usefixtures("qnn_env")
+
+ROOT = Path(__file__).resolve().parents[3]
+PRINT_PLAN = """
+import json
+from pytest_qnn_genai.plugin.prebuild import session_plan
+from pytest_qnn_genai.plugin.session import session_of
+
+def pytest_collection_finish(session):
+    steps = session_plan(session_of(session.config), session.items)
+    print("PLAN=" + json.dumps([s.label for s in steps]))
+"""
+
+
+def _plan(pytester: pytest.Pytester, *args: str) -> list[str]:
+    pytester.makepyfile(print_plan=PRINT_PLAN)
+    result = pytester.runpytest_subprocess("--co", "-q", "-p", "print_plan", "-p", "no:randomly",
+                                           "-p", "no:cacheprovider", str(ROOT / "suites"),
+                                           "--soc", "SM8650", *args)
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()[-3000:]
+    assert not [x for x in result.errlines if "prebuild" in x]  # --co starts nothing
+    line = next(x for x in result.outlines if x.startswith("PLAN="))
+    return json.loads(line.removeprefix("PLAN="))
+
+
+def test_narrowed_by_models_and_k_the_plan_holds_only_what_those_tests_need(
+        pytester: pytest.Pytester) -> None:
+    assert _plan(pytester, "--models", "stories260k", "-k", "test_pte_program") == [
+        "quantize stories260k SM8650-htp", "flow new stories260k SM8650-htp"]
+    assert _plan(pytester, "-k", "smoke and emulator") == [
+        "smoke 16a8w SM8650-htp", "smoke fp16 SM8650-htp"]
+
+
+def test_the_gate_plans_every_cases_builds_once(pytester: pytest.Pytester) -> None:
+    steps = _plan(pytester)
+    assert len(steps) == len(set(steps))
+    for case in ("stories260k", "llama3_2_toy"):
+        for step in ("quantize", "flow new", "flow legacy", "flow genai", "qdq-logits"):
+            assert f"{step} {case} SM8650-htp" in steps, (step, case, steps)
+        assert steps.index(f"quantize {case} SM8650-htp") < steps.index(
+            f"flow new {case} SM8650-htp")
+        assert {f"llm-config {case}", f"fp32-reference {case}",
+                f"transformers-logits {case}"} <= set(steps)
+    assert {"smoke 16a8w SM8650-htp", "smoke fp16 SM8650-htp"} <= set(steps)
+    # no other SoC, no variant the default --qnn-ab (legacy:new) does not name, no runners
+    # (their x86-runner items are skipped without --executorch-src)
+    assert not [s for s in steps if "SM8750" in s or "@" in s or s.startswith("runners")]
+    assert len(steps) == 2 * 8 + 2
