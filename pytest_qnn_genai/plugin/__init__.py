@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from pytest_qnn_genai import progress
-from pytest_qnn_genai.plugin import marks, options
+from pytest_qnn_genai.plugin import marks, options, summary
 from pytest_qnn_genai.plugin.fixtures import *  # noqa: F403 (fixtures are registered from here)
 from pytest_qnn_genai.plugin.session import PAYLOAD, SESSION, QnnSession
 
@@ -77,7 +77,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter,
                             config: pytest.Config) -> None:
     if SESSION in config.stash:
-        config.stash[SESSION].terminal_summary(terminalreporter)
+        summary.terminal_summary(config.stash[SESSION], terminalreporter)
 
 
 @pytest.hookimpl(optionalhook=True)

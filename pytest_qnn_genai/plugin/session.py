@@ -4,7 +4,8 @@
 the run's records and the report; the hooks in :mod:`pytest_qnn_genai.plugin` only call it. Under
 pytest-xdist each worker has its own session; at the end a worker ships one payload
 (:meth:`QnnSession.worker_payload`: cache statistics, parity rows, records) which the controller
-merges (:meth:`QnnSession.merge_worker`) before it writes the summary and the report.
+merges (:meth:`QnnSession.merge_worker`) before it writes the summary and the report
+(:mod:`pytest_qnn_genai.plugin.summary`).
 
 Configure-time problems (bad option, unknown model, missing SDK, bad ``--device``, damaged perf
 golden file) are one ``pytest.UsageError`` line each.
@@ -21,11 +22,11 @@ from typing import TYPE_CHECKING
 import pytest
 
 from pytest_qnn_genai.cache import ArtifactCache, CacheStats
-from pytest_qnn_genai.cache.remote import open_remote, redact
+from pytest_qnn_genai.cache.remote import open_remote
 from pytest_qnn_genai.checks.parity import ParityTable
 from pytest_qnn_genai.figures import FAIL, problem
 from pytest_qnn_genai.models import registry
-from pytest_qnn_genai.plugin import marks, options, prebuild
+from pytest_qnn_genai.plugin import marks, options, prebuild, summary
 from pytest_qnn_genai.report.results import Header, Record, ResultsFile, ResultsFileError
 from pytest_qnn_genai.sdk import QnnSdk, SdkError, activate, resolve_sdk
 from pytest_qnn_genai.sdk.versions import dist_version, stack
@@ -286,73 +287,7 @@ class QnnSession:
         if worker_output is not None:
             worker_output[PAYLOAD] = self.worker_payload()
         else:
-            self.write_report()
-
-    def fingerprint(self) -> dict[str, object]:
-        """What shaped this run's figures (versions, harness commit, settings, each case's
-        run-time settings, every cache entry used), as plain data for the report."""
-        from pytest_qnn_genai.models.registry import RUNTIME_FIELDS
-        from pytest_qnn_genai.report.fingerprint import collect, git_state
-
-        s = self.settings
-        settings = {"socs": [x.name for x in s.socs], "backend": s.backend,
-                    "devices": list(s.devices), "models": list(s.models), "nightly": s.nightly,
-                    "rebuild": s.rebuild, "perf_noise": s.perf_noise,
-                    "perf_rounds": s.perf_rounds, "perf_min_tokens": s.perf_min_tokens,
-                    "perf_min_seconds": s.perf_min_seconds,
-                    "perf_ratio_floor": s.perf_ratio_floor,
-                    "ab_pairs": [f"{a}:{b}" for a, b in s.ab_pairs]}
-        cases = {c.name: {k: getattr(c, k) for k in RUNTIME_FIELDS}
-                 for c in registry.select(list(s.models))}
-        found = collect(self.results.header.versions, git_state(self.config.rootpath), settings,
-                        cases, self.cache_stats().used.values())
-        if self.shard is not None:  # the merge checks the shards against each other with it
-            found["shard"] = self.shard.to_dict()
-        return found
-
-    def write_report(self) -> None:
-        """Diffs against ``--qnn-compare-to`` and the ``--qnn-report`` folder (computed once)."""
-        from dataclasses import replace
-
-        from pytest_qnn_genai.report.diff import compare
-        from pytest_qnn_genai.report.write import write_report
-
-        s = self.settings
-        if s.report_dir is not None:
-            self.results.header = replace(self.results.header, fingerprint=self.fingerprint())
-            self.report = write_report(s.report_dir, self.results, self.baseline, s.perf_noise,
-                                       None if s.compare_to is None else str(s.compare_to))
-        elif self.baseline is not None:
-            self.report = (None, [], compare(self.results.perf_figures(),
-                                             self.baseline.perf_figures(), s.perf_noise))
-
-    def terminal_summary(self, tr: pytest.TerminalReporter) -> None:
-        """Cache statistics, the parity table, the perf diff and the report's files."""
-        if self.shard is not None and not self.is_worker:
-            tr.write_sep("-", "qnn-genai shard")
-            tr.write_line(self.shard.line())
-        totals = self.cache_stats()
-        if totals.active:
-            url = self.settings.remote_cache
-            tr.write_sep("-", "qnn-genai artifact cache")
-            tr.write_line(totals.summary(str(self.settings.cache_dir),
-                                         None if url is None else redact(url)))
-        if self.parity.rows and not self.is_worker:
-            tr.write_sep("-", "qnn-genai parity: legacy vs new (and A/B pairs: A vs B)")
-            for line in self.parity.format():
-                tr.write_line(line)
-        if self.report is None:
-            return
-        from pytest_qnn_genai.report.diff import render_table
-
-        folder, written, diffs = self.report
-        if self.baseline is not None:
-            tr.write_sep("-", f"qnn-genai perf vs {self.settings.compare_to}")
-            tr.write(render_table(diffs))
-        if folder is not None:
-            tr.write_sep("-", "qnn-genai report")
-            tr.write_line(f"{len(self.results.records)} records: "
-                          + ", ".join(str(p) for p in written))
+            summary.write_report(self)
 
     def header(self) -> str:
         s, sdk = self.settings, self._sdk

@@ -30,6 +30,28 @@ def test_records_go_into_the_report_folder(pytester: pytest.Pytester, tmp_path) 
     result.stdout.fnmatch_lines(["*qnn-genai report*", "1 records: *results.json*"])
 
 
+def test_the_report_names_a_case_from_outside_the_package(pytester: pytest.Pytester,
+                                                          tmp_path) -> None:
+    """The report's fingerprint lists each selected case's run-time settings, a ``--qnn-cases``
+    case's too (the fingerprint once looked cases up in the package only and raised)."""
+    import json
+    import shutil
+
+    from pytest_qnn_genai.models import registry
+
+    mine = pytester.path / "cases" / "mine"
+    shutil.copytree(registry.MODELS_DIR / "stories260k", mine)
+    spec = json.loads((mine / "case.json").read_text())
+    (mine / "case.json").write_text(json.dumps({**spec, "name": "mine", "max_new_tokens": 7}))
+    pytester.makepyfile(RECORDING)
+    result = pytester.runpytest("-p", "no:cacheprovider", "--qnn-cases", "cases",
+                                "--models", "mine", "--qnn-report", str(tmp_path / "r"))
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+    [results] = (tmp_path / "r").glob("*/results.json")
+    header = json.loads(results.read_text())["header"]
+    assert header["fingerprint"]["cases"]["mine"]["max_new_tokens"] == 7
+
+
 FAILING = """
 import pytest
 from pytest_qnn_genai import figures
