@@ -41,9 +41,12 @@ def test_narrowed_by_models_and_k_the_plan_holds_only_what_those_tests_need(
 
 
 def test_the_gate_plans_every_cases_builds_once(pytester: pytest.Pytester) -> None:
+    from pytest_qnn_genai.models import registry
+
     steps = _plan(pytester)
+    cases = list(registry.available())
     assert len(steps) == len(set(steps))
-    for case in ("stories260k", "llama3_2_toy"):
+    for case in cases:
         for step in ("quantize", "flow new", "flow legacy", "flow genai", "qdq-logits"):
             assert f"{step} {case} SM8650-htp" in steps, (step, case, steps)
         assert steps.index(f"quantize {case} SM8650-htp") < steps.index(
@@ -54,4 +57,4 @@ def test_the_gate_plans_every_cases_builds_once(pytester: pytest.Pytester) -> No
     # no other SoC, no variant the default --qnn-ab (legacy:new) does not name, no runners
     # (their x86-runner items are skipped without --executorch-src)
     assert not [s for s in steps if "SM8750" in s or "@" in s or s.startswith("runners")]
-    assert len(steps) == 2 * 8 + 2
+    assert len(steps) == len(cases) * 8 + 2
