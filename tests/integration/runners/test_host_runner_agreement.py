@@ -10,14 +10,10 @@ within the tolerance of the two runners' prompt passes (the host runner's prefil
 the upstream kv-mode run's AR-1 steps)."""
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 
 from pytest_qnn_genai.checks import numerics
-from pytest_qnn_genai.devices.local import LocalTransport
-from pytest_qnn_genai.devices.session import DeviceSession
 from pytest_qnn_genai.models.registry import available
 from pytest_qnn_genai.perf.benchmark import PERF_MAX_NEW_TOKENS, Workload
 from pytest_qnn_genai.runtime.host_runner import HybridRunner
@@ -40,20 +36,10 @@ def _combinations() -> list[tuple[str, str, str, int | None]]:
     return out
 
 
-@pytest.fixture(scope="module")
-def session(x86_runners, emulator_sdk_root: Path, tmp_path_factory) -> DeviceSession:
-    folder = tmp_path_factory.mktemp("x86-runner")
-    started = DeviceSession.for_runner(LocalTransport(folder / "device"), TARGET.soc,
-                                       x86_runners.llama_runner, emulator_sdk_root, folder,
-                                       qnn_option="--qnn-sdk")
-    started.start()
-    return started
-
-
 @pytest.mark.parametrize(("name", "variant", "prompt", "new"), _combinations(),
                          ids=lambda v: str(v)[:12].replace(" ", "_"))
-def test_host_runner_matches_upstreams(qnn_pipeline, qnn_sdk, sm8650_emulator, session, name,
-                                       variant, prompt, new) -> None:
+def test_host_runner_matches_upstreams(qnn_pipeline, qnn_sdk, sm8650_emulator, x86_runner_session,
+                                       name, variant, prompt, new) -> None:
     case = available()[name]
     case = case.variant(variant) if variant else case
     pte = qnn_pipeline.pte(case, sm8650_emulator).pte
@@ -63,9 +49,9 @@ def test_host_runner_matches_upstreams(qnn_pipeline, qnn_sdk, sm8650_emulator, s
     ids = encode(tokenizer, prompt)[:host.max_prompt_len]  # as the perf workload is fitted
     n = min(new or host.context_len, host.context_len - len(ids))
     mine = host.generate(ids, n, eos_ids=stop_ids(tokenizer, version))
-    theirs = session.generate(pte, case.path("tokenizer_model"), case.path("tokenizer_bin"),
-                              prompt, n, TARGET, logits=True, decoder_model_version=version,
-                              prompt_ids=ids)
+    theirs = x86_runner_session.generate(
+        pte, case.path("tokenizer_model"), case.path("tokenizer_bin"), prompt, n, TARGET,
+        logits=True, decoder_model_version=version, prompt_ids=ids)
     assert theirs.prompt_tokens == ids
     assert len(mine.tokens) == len(theirs.tokens) == theirs.perf.generated_tokens
     assert mine.tokens == theirs.tokens

@@ -18,23 +18,12 @@ import pytest
 
 from pytest_qnn_genai.checks.generation import lookahead_matches_hybrid
 from pytest_qnn_genai.devices.llama_runs import RunnerRequestError
-from pytest_qnn_genai.devices.local import LocalTransport
 from pytest_qnn_genai.devices.session import DeviceSession
 from pytest_qnn_genai.devices.workspace import RunnerFailedError
 from pytest_qnn_genai.targets import X86_RUNNER, Target, soc
 
 TARGET = Target(soc("SM8650"), "htp", X86_RUNNER)
 VARIANT = "lookahead"
-
-
-@pytest.fixture(scope="module")
-def session(x86_runners, emulator_sdk_root: Path, tmp_path_factory) -> DeviceSession:
-    folder = tmp_path_factory.mktemp("x86-runner")
-    started = DeviceSession.for_runner(LocalTransport(folder / "device"), TARGET.soc,
-                                       x86_runners.llama_runner, emulator_sdk_root, folder,
-                                       qnn_option="--qnn-sdk")
-    started.start()
-    return started
 
 
 @pytest.fixture(scope="module")
@@ -52,15 +41,15 @@ def _generate(session: DeviceSession, case, pte: Path, n: int, version: str,
 
 
 def test_lookahead_text_is_the_hybrid_greedy_text_and_a_wrong_one_fails(
-        qnn_pipeline, case, session, builds) -> None:
+        qnn_pipeline, case, x86_runner_session, builds) -> None:
     variant = case.variant(VARIANT)
     version = qnn_pipeline.decoder_model_version(case)
-    la = _generate(session, case, builds[VARIANT], case.max_new_tokens, version,
+    la = _generate(x86_runner_session, case, builds[VARIANT], case.max_new_tokens, version,
                    variant.lookahead)
     produced = la.extra["produced"]
     assert la.extra["eval_mode"] == 2 and la.extra["lookahead"]["decode_ar"] == 16
     assert case.max_new_tokens <= produced <= case.max_new_tokens + variant.ngram - 1
-    hybrid = _generate(session, case, builds["hybrid"], produced, version, None)
+    hybrid = _generate(x86_runner_session, case, builds["hybrid"], produced, version, None)
     assert hybrid.extra["eval_mode"] == 1
     checks = lookahead_matches_hybrid(la, hybrid)
     assert all(c.ok for c in checks), [c.detail for c in checks]
@@ -71,7 +60,7 @@ def test_lookahead_text_is_the_hybrid_greedy_text_and_a_wrong_one_fails(
 
 
 def test_flags_other_than_the_builds_are_refused_and_upstream_aborts_on_them(
-        qnn_pipeline, case, session, builds) -> None:
+        qnn_pipeline, case, x86_runner_session, builds) -> None:
     version = qnn_pipeline.decoder_model_version(case)
     for flags, why in (((4, 4, 4), "24 rows of a decode graph of 16: the runner aborts"),
                        ((4, 3, 2), "12 rows of a decode graph of 16: the runner reads its "
@@ -79,8 +68,9 @@ def test_flags_other_than_the_builds_are_refused_and_upstream_aborts_on_them(
                        ((4, 3, 4), "16 rows of a decode graph of 1: ")):
         pte = builds["hybrid" if flags == (4, 3, 4) else VARIANT]  # last: a hybrid program
         with pytest.raises(RunnerRequestError, match=why):
-            _generate(session, case, pte, case.max_new_tokens, version, flags)
+            _generate(x86_runner_session, case, pte, case.max_new_tokens, version, flags)
     # what the refusal spares: upstream's runner given 24 rows for its 16 asserts and aborts
+    session = x86_runner_session
     ws = session.session_workspace
     remote_pte = ws.push_artifact(builds[VARIANT], "lookahead-mismatch")
     remote_tok = ws.push_artifact(case.path("tokenizer_bin"), "lookahead-mismatch-tok")
