@@ -35,9 +35,9 @@ from typing import IO, Any
 
 import numpy as np
 
-from tests.support import executor_runner_standin as common
+from tests.support import standin_plumbing as common
 from tests.support.chat_templates import VERSIONS, format_prompt
-from tests.support.executor_runner_standin import Abort, Clock, Console
+from tests.support.standin_plumbing import Abort, Clock, Console
 
 BACKEND_ENV = "QNN_GENAI_STANDIN_BACKEND"
 PREFILL, KV = "prefill_forward", "kv_forward"

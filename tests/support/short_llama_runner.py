@@ -7,8 +7,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from tests.support import executor_runner_standin as common
 from tests.support import llama_runner_standin as upstream
+from tests.support import standin_plumbing as common
 
 
 class ShortRunner(upstream.Runner):

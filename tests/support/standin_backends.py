@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from pytest_qnn_genai.untyped import Upstream
-from tests.support.executor_runner_standin import SCALAR_TYPES, activate_qnn_sdk
+from tests.support.standin_plumbing import SCALAR_TYPES, activate_qnn_sdk
 
 if TYPE_CHECKING:
     from tests.support.llama_runner_standin import LoadRequest

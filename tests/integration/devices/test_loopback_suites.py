@@ -27,9 +27,10 @@ import pytest
 from pytest_qnn_genai.models import registry
 from tests.support import XDIST_ENV
 from tests.support.adb_fixtures import ADB_ENV_VARS
-from tests.support.executor_runner_standin import REPO_ROOT, write_executor_launcher
+from tests.support.executor_runner_standin import write_executor_launcher
 from tests.support.short_llama_runner import write_launcher as write_short_launcher
 from tests.support.standin_backends import EMULATOR, EXECUTORCH
+from tests.support.standin_plumbing import REPO_ROOT
 
 pytest_plugins = ["tests.support.adb_fixtures"]
 

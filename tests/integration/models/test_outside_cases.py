@@ -25,7 +25,7 @@ from pathlib import Path
 from pytest_qnn_genai.models import registry
 from pytest_qnn_genai.models.families import llama2c
 from tests.support import XDIST_ENV
-from tests.support.executor_runner_standin import REPO_ROOT
+from tests.support.standin_plumbing import REPO_ROOT
 
 NAME = "stories3l"
 DATA = REPO_ROOT / "tests" / "data" / NAME
