@@ -9,10 +9,14 @@ Three formats, told apart by the file as ``qnn_llama_runner``'s ``llm::load_toke
   ``pytorch_tokenizers.TiktokenTokenizer``, the class ``llama.py`` asserts for llama3 models and
   whose ranks and specials are what the C++ ``Tiktoken`` of the runner loads.
 - a Hugging Face ``tokenizer.json`` (Qwen3), read by Hugging Face's ``tokenizers`` (what
-  ``pytorch_tokenizers.HuggingFaceTokenizer`` uses) with the C++ ``HFTokenizer``'s rules of
-  pytorch_tokenizers 1.5 (the runner's, measured through its ``CppHFTokenizer`` binding): a
-  prompt gets only what the file's post-processor adds (Qwen's adds no BOS), and loaded from the
-  file alone, with no ``tokenizer_config.json`` read, its BOS and EOS ids are 0.
+  ``pytorch_tokenizers.HuggingFaceTokenizer`` uses) with the rules of the C++ ``HFTokenizer`` the
+  runners are built with (ExecuTorch cff6f4dd's ``extension/llm/tokenizers``,
+  ``HFTokenizer::load``): loaded from the file alone, with no ``tokenizer_config.json``, its EOS
+  is the one added token whose text holds "eos" or "end" (of several, the one that also holds
+  "text"), its BOS likewise with "bos"/"begin", each standing in for the other when only one is
+  found, else 0: Qwen3's ``<|endoftext|>`` for both. Measured: upstream's x86 runner stops at
+  ``<|endoftext|>``. (The ``CppHFTokenizer`` binding of the wheel's pytorch_tokenizers 1.5 does
+  not guess: 0 and 0.) The runner's ``encode(prompt, 1, 0)`` puts that BOS before the prompt.
 
 A continuation is decoded as it follows the prompt, so the leading space SentencePiece drops at
 the start of a text is kept, as the runner prints it.
@@ -127,8 +131,14 @@ class HuggingFaceJsonTokenizer:
 
     tok: Tokenizer
     family = "huggingface"
-    bos_id = 0  # HFTokenizer::load(file): no config read, bos_tok_/eos_tok_ stay 0
-    eos_id = 0
+
+    @property
+    def bos_id(self) -> int:
+        return guessed_bos_eos(self.tok)[0]
+
+    @property
+    def eos_id(self) -> int:
+        return guessed_bos_eos(self.tok)[1]
 
     @property
     def vocab_size(self) -> int:
@@ -159,6 +169,22 @@ class HuggingFaceJsonTokenizer:
         if len(ids) != 1:
             raise TokenizerError(f"{piece!r} is not one token of this tokenizer: {ids}")
         return ids[0]
+
+
+def guessed_bos_eos(tok: Tokenizer) -> tuple[int, int]:
+    """BOS and EOS as ``HFTokenizer::load`` guesses them from the added tokens of a
+    ``tokenizer.json`` read without its config (the module docstring)."""
+    added = {t.content: i for i, t in tok.get_added_tokens_decoder().items()}
+
+    def single(words: tuple[str, str]) -> int | None:
+        found = [c for c in added if words[0] in c or words[1] in c]
+        if len(found) > 1:
+            found = [c for c in found if "text" in c]
+        return added[found[0]] if len(found) == 1 else None
+
+    bos, eos = single(("bos", "begin")), single(("eos", "end"))
+    bos, eos = (bos if bos is not None else eos), (eos if eos is not None else bos)
+    return (0 if bos is None else bos), (0 if eos is None else eos)
 
 
 CaseTokenizer = SentencePieceTokenizer | LlamaTiktokenTokenizer | HuggingFaceJsonTokenizer
@@ -230,8 +256,10 @@ def stop_ids(tokenizer: CaseTokenizer, decoder_model_version: str | None) -> fro
 
 
 def encode(tokenizer: CaseTokenizer, prompt: str) -> list[int]:
-    """The ids qnn_llama_runner feeds for ``prompt`` (``encode(prompt, 1, 0)``): ``[bos] + ids``,
-    BOS from the tokenizer; a Hugging Face tokenizer adds what its post-processor adds."""
+    """The ids the harness hands qnn_llama_runner for ``prompt``: ``[bos] + ids``, BOS from the
+    tokenizer (``encode(prompt, 1, 0)``); for a Hugging Face tokenizer, what its post-processor
+    adds (Qwen's: nothing; the runner's own ``--prompt`` path puts its guessed BOS first,
+    :func:`pytest_qnn_genai.runtime.chat.runner_prompt_ids`)."""
     if isinstance(tokenizer, HuggingFaceJsonTokenizer):
         return tokenizer.prompt(prompt)
     bos = tokenizer.bos_id

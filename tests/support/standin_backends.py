@@ -146,11 +146,14 @@ class TiktokenVocab:
 class HuggingFaceJsonVocab:
     """A Hugging Face ``tokenizer.json`` through the runner's own C++ ``HFTokenizer``
     (pytorch_tokenizers' ``CppHFTokenizer`` binding, loaded from the file as the runner loads
-    ``--tokenizer_path``): ``encode(text, n_bos, 0)`` adds what the file's post-processor adds
-    (Qwen's: nothing), BOS/EOS ids are the C++'s (0 from a file alone)."""
+    ``--tokenizer_path``) for the vocabulary; BOS/EOS as the runners' own ``HFTokenizer``
+    (ExecuTorch cff6f4dd's extension/llm/tokenizers, ``HFTokenizer::load`` without a config)
+    guesses them, which the wheel's 1.5 binding does not (it leaves 0), and
+    ``BPETokenizerBase::encode(text, n_bos, 0)`` puts n_bos BOS ids first."""
 
     cpp: Upstream  # pytorch_tokenizers.CppHFTokenizer
     pieces: dict[int, bytes]
+    added: dict[str, int]  # the file's added_tokens (HFTokenizer's special_token_map_)
 
     @classmethod
     def load(cls, path: Path | str) -> HuggingFaceJsonVocab:
@@ -161,25 +164,43 @@ class HuggingFaceJsonVocab:
         cpp.load(str(path))
         tok = Tokenizer.from_file(str(path))
         unicode_to_byte = {c: b for b, c in _byte_to_unicode().items()}
-        special = {t.content for t in tok.get_added_tokens_decoder().values()}
-        pieces = {i: (p.encode() if p in special else bytes(unicode_to_byte[c] for c in p))
+        added = {t.content: i for i, t in tok.get_added_tokens_decoder().items()}
+        pieces = {i: (p.encode() if p in added else bytes(unicode_to_byte[c] for c in p))
                   for p, i in tok.get_vocab(with_added_tokens=True).items()}
-        return cls(cpp, pieces)
+        return cls(cpp, pieces, added)
 
     @property
     def bos(self) -> int:
-        return int(self.cpp.bos_tok())
+        return _load_guess(self.added)[0]
 
     @property
     def eos(self) -> int:
-        return int(self.cpp.eos_tok())
+        return _load_guess(self.added)[1]
 
     def encode_prompt(self, text: str, n_bos: int) -> list[int]:
-        return list(self.cpp.encode(text, n_bos, 0))
+        return [self.bos] * n_bos + list(self.cpp.encode(text, 0, 0))
 
     def piece_bytes(self, prev: int, token: int) -> bytes:
         """The token's bytes (ByteLevel undone; an added token's text)."""
         return self.pieces[token]
+
+
+def _load_guess(added: dict[str, int]) -> tuple[int, int]:
+    """hf_tokenizer.cpp ``HFTokenizer::load``, no config: candidates among the special tokens
+    ("bos"/"begin", "eos"/"end"), narrowed to those with "text" when several; one found stands
+    for both; none leaves the initial 0."""
+    found = []
+    for words in (("bos", "begin"), ("eos", "end")):
+        cands = [(t, i) for t, i in added.items() if words[0] in t or words[1] in t]
+        if len(cands) > 1:
+            cands = [(t, i) for t, i in cands if "text" in t]
+        found.append(cands[0][1] if len(cands) == 1 else None)
+    bos, eos = found
+    if bos is not None and eos is None:
+        eos = bos
+    elif bos is None and eos is not None:
+        bos = eos
+    return (bos or 0), (eos or 0)
 
 
 def _byte_to_unicode() -> dict[int, str]:

@@ -9,7 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from pytest_qnn_genai.flows.legacy import LegacyArtifacts, UnsupportedLegacyConfig, build_legacy
+from pytest_qnn_genai.flows.legacy import (
+    LegacyArtifacts,
+    UnsupportedLegacyConfig,
+    build_legacy,
+    check_supported,
+)
 from pytest_qnn_genai.flows.llama_cli import (
     KILL_GRACE_S,
     LegacyFlowError,
@@ -17,6 +22,7 @@ from pytest_qnn_genai.flows.llama_cli import (
     legacy_parser,
     legacy_parser_defaults,
 )
+from pytest_qnn_genai.models.families import FamilyError
 from pytest_qnn_genai.models.registry import ModelCase
 from pytest_qnn_genai.runtime.pte_info import PteInfo, PteInfoError, inspect_pte
 from pytest_qnn_genai.targets import Target, soc
@@ -134,24 +140,44 @@ def test_parser_defaults_snapshot_material() -> None:
     assert "site-packages" not in text and "<executorch>/" in text
 
 
-@pytest.mark.parametrize("change, message", [
-    (dict(target=Target(soc("SM8650"), backend="gpu")), "only simulates the HTP backend"),
-    (dict(target=Target(soc("SM8650"), backend="lpai", device="SERIAL1")), "backends only"),
-    (dict(decoder_model="no-such-model"), "--decoder_model does not accept 'no-such-model'"),
-    (dict(prefill_ar_len=256), "max_context_len 128 < prefill_ar_len 256"),
-    (dict(calibration_prompts=()), "no calibration_prompts"),
+@pytest.mark.parametrize("change, error, message", [
+    (dict(target=Target(soc("SM8650"), backend="gpu")), UnsupportedLegacyConfig,
+     "only simulates the HTP backend"),
+    (dict(target=Target(soc("SM8650"), backend="lpai", device="SERIAL1")),
+     UnsupportedLegacyConfig, "backends only"),
+    # before llama.py's own --decoder_model choices: no family module lays out its inputs
+    (dict(decoder_model="no-such-model"), FamilyError,
+     "no model family serves decoder_model 'no-such-model'"),
+    (dict(prefill_ar_len=256), UnsupportedLegacyConfig, "max_context_len 128 < prefill_ar_len 256"),
+    (dict(calibration_prompts=()), UnsupportedLegacyConfig, "no calibration_prompts"),
 ])
 def test_unsupported_combinations_fail_before_running(case: ModelCase, tmp_path: Path,
                                                       emulator_sdk_root: Path, change: dict,
+                                                      error: type[Exception],
                                                       message: str) -> None:
     legacy_parser()  # read once (a subprocess); the checks themselves are instant
     target = change.pop("target", SM8650_EMULATOR)
     bad = dataclasses.replace(case, **change)
-    start = time.monotonic()
-    with pytest.raises(UnsupportedLegacyConfig, match=message.replace("(", r"\(")):
+    with pytest.raises(error, match=message.replace("(", r"\(")):
         build_legacy(bad, target, tmp_path / "out", sdk_root=emulator_sdk_root)
-    assert time.monotonic() - start < 2
-    assert not (tmp_path / "out" / "legacy_llama.log").exists()
+    assert not (tmp_path / "out" / "legacy_llama.log").exists()  # llama.py never started
+
+
+def test_a_decoder_model_the_installed_llama_py_lacks_is_one_line(case: ModelCase,
+                                                                 tmp_path: Path) -> None:
+    """The installed llama.py's own ``--decoder_model`` choices, less the case's (an older
+    executorch): refused before llama.py runs."""
+    parser = legacy_parser()
+    option = parser.options["--decoder_model"]
+    assert option.choices is not None and case.decoder_model in option.choices
+    older = dataclasses.replace(parser, options={**parser.options, "--decoder_model": (
+        dataclasses.replace(option, choices=tuple(c for c in option.choices
+                                                  if c != case.decoder_model)))})
+    inputs = case.family.legacy_inputs(case, tmp_path / "inputs")
+    check_supported(case, SM8650_EMULATOR, parser, inputs)  # the real parser accepts it
+    with pytest.raises(UnsupportedLegacyConfig,
+                       match=f"--decoder_model does not accept '{case.decoder_model}'"):
+        check_supported(case, SM8650_EMULATOR, older, inputs)
 
 
 def test_timeout_kills_the_process_group(case: ModelCase, tmp_path: Path,

@@ -30,6 +30,8 @@ from pytest_qnn_genai.targets import Target, soc
 ROOT = Path(__file__).resolve().parents[3]
 EMU = Target(soc("SM8650"))
 ONE_CASE = ("--models", "stories260k")
+# the emulator's items only (the x86-runner target's are skipped, or run with --executorch-src)
+EMULATOR_ONLY = (*ONE_CASE, "-k", "emulator")
 VERSIONS = {"torch": "t", "executorch": "e", "qairt": "q", "pytest-qnn-genai": "p"}
 
 
@@ -138,7 +140,7 @@ class _Settings:
 @pytest.mark.parametrize("disabled", [False, True], ids=["pytest-benchmark", "own-loop"])
 def test_qnn_benchmark_records_medians(disabled: bool) -> None:
     bench, log = _Benchmark(disabled), []
-    qb = QnnBenchmark(bench, _Settings(), EMU, lambda **_: _Fake("A", log, 40.0, tokens=17),
+    qb = QnnBenchmark(bench, _Settings(), EMU, lambda pte, workload: _Fake("A", log, 40.0, tokens=17),
                       labels={"soc": "SM8650", "device": "x86-emulator"})
     result = qb()
     assert bench.calls == ([] if disabled else [(3, 1, 1)])
@@ -253,7 +255,7 @@ def test_report_and_compare_to_through_the_plugin(pytester: pytest.Pytester,
     monkeypatch.setenv("FAKE_DECODE", "3.0")
     # (subprocesses: the cache fixture loads the QNN SDK, which one process loads only once)
     first = pytester.runpytest_subprocess("--qnn-report", "out", "-p", "no:cacheprovider",
-                                          *ONE_CASE)
+                                          *EMULATOR_ONLY)
     first.assert_outcomes(passed=1)
     (folder,) = (pytester.path / "out").iterdir()
     assert {p.name for p in folder.iterdir()} >= {"results.json", "summary.md", "summary.html",
@@ -266,7 +268,7 @@ def test_report_and_compare_to_through_the_plugin(pytester: pytest.Pytester,
     monkeypatch.setenv("FAKE_DECODE", "1.2")
     monkeypatch.setenv("FAKE_PERFORMANCE_MODE", "kHtpHighPerformance")
     second = pytester.runpytest_subprocess("--qnn-report", "out", "--qnn-compare-to", str(folder),
-                                           "-p", "no:cacheprovider", *ONE_CASE)
+                                           "-p", "no:cacheprovider", *EMULATOR_ONLY)
     second.assert_outcomes(passed=1)
     second.stdout.fnmatch_lines(["*qnn-genai perf vs*",
                                  "*decode_tok_s | 3 | 1.2 | 0.40x | ≥2x slower |*",
@@ -285,7 +287,7 @@ def test_records_come_back_from_xdist_workers(pytester: pytest.Pytester,
     monkeypatch.setenv("FAKE_DECODE", "2.0")
     result = pytester.runpytest_subprocess("-n", "2", "--soc", "SM8650", "--soc", "SM8750",
                                            "--qnn-report", "out", "-p", "no:cacheprovider",
-                                           *ONE_CASE)
+                                           *EMULATOR_ONLY)
     result.assert_outcomes(passed=2)
     (folder,) = (pytester.path / "out").iterdir()
     data = json.loads((folder / "results.json").read_text())
@@ -316,11 +318,14 @@ def test_bad_perf_inputs_are_one_usage_error_line(pytester: pytest.Pytester, arg
 
 
 # -- end to end: the perf suite itself, on the session's cached .pte files ---------------------
-def _perf_suite(pytester: pytest.Pytester, cache_dir: Path, *args: str) -> pytest.RunResult:
-    """The real perf suite (one round, no minimum work: cheap) on the session's cache."""
+def _perf_suite(pytester: pytest.Pytester, cache_dir: Path, *args: str,
+                keyword: str = "emulator") -> pytest.RunResult:
+    """The real perf suite (one round, no minimum work: cheap) on the session's cache, its items
+    on the emulator target only (``-k``: upstream's x86 runners are a target too when
+    ``QNN_GENAI_EXECUTORCH_SRC`` is set, as in ``make test``)."""
     pytester.makepyfile(test_perf=(ROOT / "suites" / "perf" / "test_perf.py").read_text())
     return pytester.runpytest_subprocess(
-        "-m", "perf", "--qnn-cache-dir", str(cache_dir), *ONE_CASE,
+        "-m", "perf", "-k", keyword, "--qnn-cache-dir", str(cache_dir), *ONE_CASE,
         "--qnn-perf-rounds", "1", "--qnn-perf-min-tokens", "0", "--qnn-perf-min-seconds", "0",
         "-p", "no:cacheprovider", "-rs", "-s", *args, timeout=1500)
 
@@ -348,15 +353,15 @@ def test_perf_suite_end_to_end(pytester: pytest.Pytester, qnn_settings, legacy, 
 
 
 def test_qnn_ab_runs_a_declared_variant_pair(pytester: pytest.Pytester, qnn_settings,
-                                             new_pte) -> None:
+                                             new_pte, case) -> None:
     """``--qnn-ab ar8:new``: stories260k's committed pair (prefill AR-8 vs the case's AR-32, the
     shape of ExecuTorch PR #9079's comparison) built, run in lockstep, gated and its accuracy
     reported. Both programs decode with the same AR-1 graph, so decode holds the floor; AR-32
     prompt chunks beat AR-8 ones on the emulator too (measured B/A 2.96, bounds 2.79..3.14). An
     unknown variant is one usage line."""
-    result = _perf_suite(pytester, qnn_settings.cache_dir, "--qnn-ab", "ar8:new", "-k",
-                         "relative_gate or accuracy", "--qnn-perf-rounds", "5",
-                         "--qnn-report", "out")
+    result = _perf_suite(pytester, qnn_settings.cache_dir, "--qnn-ab", "ar8:new",
+                         "--qnn-perf-rounds", "5", "--qnn-report", "out",
+                         keyword="emulator and (relative_gate or accuracy)")
     result.assert_outcomes(passed=2)
     (folder,) = (pytester.path / "out").iterdir()
     records = json.loads((folder / "results.json").read_text())["records"]
@@ -374,5 +379,6 @@ def test_qnn_ab_runs_a_declared_variant_pair(pytester: pytest.Pytester, qnn_sett
     assert "A/B ar8 vs new: logits SQNR vs fp32 dB" in result.stdout.str()
     bad = _perf_suite(pytester, qnn_settings.cache_dir, "--qnn-ab", "ar8:ar9")
     assert bad.ret == pytest.ExitCode.USAGE_ERROR
+    variants = ", ".join(case.variant_names)
     assert [x for x in bad.errlines if x.strip()] == [
-        "ERROR: --qnn-ab: no selected model case has a variant 'ar9'; variants: legacy, new, ar8, kv16"]
+        f"ERROR: --qnn-ab: no selected model case has a variant 'ar9'; variants: {variants}"]

@@ -100,10 +100,14 @@ def _runner_hf_tokenizer(path: Path):
 def test_a_hugging_face_tokenizer_reads_as_the_runner_reads_it() -> None:
     tok, cpp = load_tokenizer(QWEN3), _runner_hf_tokenizer(QWEN3)
     assert tok.family == "huggingface"
-    assert (tok.vocab_size, tok.bos_id, tok.eos_id) == (cpp.vocab_size(), cpp.bos_tok(),
-                                                        cpp.eos_tok()) == (794, 0, 0)
+    assert tok.vocab_size == cpp.vocab_size() == 794
+    # BOS/EOS: the runners' HFTokenizer (ExecuTorch cff6f4dd's tokenizers) guesses them from the
+    # added tokens, <|endoftext|> for both; the wheel's pytorch_tokenizers 1.5 binding leaves 0
+    # (upstream's x86 runner stopping at <|endoftext|>: tests/integration/runners)
+    assert (tok.bos_id, tok.eos_id) == (768, 768) and tok.piece(768) == "<|endoftext|>"
+    assert (cpp.bos_tok(), cpp.eos_tok()) == (0, 0)
     for text in TEXTS:
-        assert encode(tok, text) == list(cpp.encode(text, 1, 0))  # the runner's prompt encode
+        assert encode(tok, text) == list(cpp.encode(text, 0, 0))  # what the post-processor adds
         assert tok.encode(text) == list(cpp.encode(text, 0, 0))
         ids = tok.encode(text)
         assert tok.decode(ids) == "".join(cpp.decode(i) for i in ids) == text
@@ -122,8 +126,8 @@ def test_a_hugging_face_tokenizer_reads_as_the_runner_reads_it() -> None:
 
 def test_qwen3_stops_at_im_end_as_the_runner_does() -> None:
     tok = load_tokenizer(QWEN3)
-    assert stop_ids(tok, "qwen3") == {0, 770}  # eos_tok() of the file, + <|im_end|>
-    assert stop_ids(tok, "llama2") == {0}
+    assert stop_ids(tok, "qwen3") == {768, 770}  # the guessed <|endoftext|>, + <|im_end|>
+    assert stop_ids(tok, "llama2") == {768}
     stand_in = load_tokenizer(STORIES)  # another format, same rule
     assert stop_ids(stand_in, "qwen3") == {2, stand_in.encode("<|im_end|>")[0]}
 
@@ -134,3 +138,20 @@ def test_a_broken_tokenizer_json_is_one_line(tmp_path: Path) -> None:
     with pytest.raises(TokenizerError, match="not a Hugging Face tokenizer.json") as e:
         load_tokenizer(bad)
     assert "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize("added,expected", [
+    (["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|box_end|>"], (0, 0)),  # "text" decides
+    (["<|begin_of_text|>", "<|end_of_text|>", "<|eot_id|>"], (0, 1)),
+    (["<s>", "</s>"], (0, 0)),  # neither guessed: 0, the C++'s initial value
+    (["<pad>", "<eos>"], (1, 1)),  # only EOS found: BOS is the same
+])
+def test_bos_and_eos_are_guessed_as_hf_tokenizer_load_guesses(added: list[str],
+                                                              expected: tuple[int, int]) -> None:
+    from tokenizers import Tokenizer, models
+
+    from pytest_qnn_genai.runtime.tokenizer import guessed_bos_eos
+
+    tok = Tokenizer(models.WordLevel({}, unk_token=None))
+    tok.add_special_tokens(added)
+    assert guessed_bos_eos(tok) == expected

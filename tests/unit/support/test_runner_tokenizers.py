@@ -40,9 +40,9 @@ def test_a_llama2c_bin_loads_as_bpe_and_a_sentencepiece_model_is_named() -> None
 def test_a_json_tokenizer_loads_through_the_runner_s_hf_tokenizer() -> None:
     vocab = load_runner_tokenizer(CASES["qwen3_toy"].path("tokenizer_bin"))
     assert isinstance(vocab, HuggingFaceJsonVocab)
-    assert (vocab.bos, vocab.eos) == (0, 0)  # HFTokenizer::load(file): no config read
-    ids = vocab.encode_prompt("<|im_start|>user\nOnce upon a time", 1)  # no BOS: Qwen's file
-    assert ids[0] == 769 and b"".join(vocab.piece_bytes(0, t) for t in ids) == (
+    assert (vocab.bos, vocab.eos) == (768, 768)  # HFTokenizer::load(file) guesses <|endoftext|>
+    ids = vocab.encode_prompt("<|im_start|>user\nOnce upon a time", 1)  # encode(text, 1, 0)
+    assert ids[:2] == [768, 769] and b"".join(vocab.piece_bytes(0, t) for t in ids[1:]) == (
         b"<|im_start|>user\nOnce upon a time")
 
 
