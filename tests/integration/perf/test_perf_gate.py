@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parents[3]
 EMU = Target(soc("SM8650"))
 ONE_CASE = ("--models", "stories260k")
 # the emulator's items only (the x86-runner target's are skipped, or run with --executorch-src)
-EMULATOR_ONLY = (*ONE_CASE, "-k", "emulator")
+EMULATOR_ONLY = (*ONE_CASE, "-k", "htp-emulator")
 VERSIONS = {"torch": "t", "executorch": "e", "qairt": "q", "pytest-qnn-genai": "p"}
 
 
@@ -319,7 +319,7 @@ def test_bad_perf_inputs_are_one_usage_error_line(pytester: pytest.Pytester, arg
 
 # -- end to end: the perf suite itself, on the session's cached .pte files ---------------------
 def _perf_suite(pytester: pytest.Pytester, cache_dir: Path, *args: str,
-                keyword: str = "emulator") -> pytest.RunResult:
+                keyword: str = "htp-emulator") -> pytest.RunResult:
     """The real perf suite (one round, no minimum work: cheap) on the session's cache, its items
     on the emulator target only (``-k``: upstream's x86 runners are a target too when
     ``QNN_GENAI_EXECUTORCH_SRC`` is set, as in ``make test``)."""
@@ -361,7 +361,7 @@ def test_qnn_ab_runs_a_declared_variant_pair(pytester: pytest.Pytester, qnn_sett
     unknown variant is one usage line."""
     result = _perf_suite(pytester, qnn_settings.cache_dir, "--qnn-ab", "ar8:new",
                          "--qnn-perf-rounds", "5", "--qnn-report", "out",
-                         keyword="emulator and (relative_gate or accuracy)")
+                         keyword="htp-emulator and (relative_gate or accuracy)")
     result.assert_outcomes(passed=2)
     (folder,) = (pytester.path / "out").iterdir()
     records = json.loads((folder / "results.json").read_text())["records"]
