@@ -56,6 +56,11 @@ class QnnSession:
             raise pytest.UsageError(f"{flags}: {e}") from None
         _check_ab_pairs(self.settings.ab_pairs, cases)
         _check_x86_runner(self.settings)
+        if self.settings.shard is not None or len(cases) < len(
+                registry.available(self.settings.case_dirs)):
+            # a share of the cases: the committed snapshots of the others go unused, which
+            # syrupy fails a run for (its selection sees the tests, not their parameters)
+            config.option.warn_unused_snapshots = True
         try:  # cheap checks now; the emulator SDK is built only when a test needs QNN
             self._sdk: QnnSdk | None = resolve_sdk(self.settings.qnn_sdk,
                                                    self.settings.cache_dir, provision=False)
