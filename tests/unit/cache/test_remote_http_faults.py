@@ -17,8 +17,11 @@ TOKEN = "tok-3f9a-never-printed"
 
 
 def test_a_dropped_connection_is_retried_twice(tmp_path: Path) -> None:
+    # the server closes the socket: the client sees RemoteDisconnected, or ConnectionResetError
+    # when the close races its request (measured once in a full make test run)
     with FaultyHttpServer("close") as server:
-        with pytest.raises(RemoteUnavailable, match=r"GET .*: RemoteDisconnected.*\(after 3 tries\)"):
+        with pytest.raises(RemoteUnavailable, match=r"GET .*: (RemoteDisconnected|"
+                                                     r"ConnectionResetError).*\(after 3 tries\)"):
             HttpStore(server.url, **FAST).get("v1/cas/x", tmp_path / "x")
     assert server.connections == 3
 
