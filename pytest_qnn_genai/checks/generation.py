@@ -43,11 +43,41 @@ def judged_generation(run: RunResult, on_phone: bool) -> list[Check]:
     return checks
 
 
+def _runner_rows(run: RunResult) -> np.ndarray | None:
+    """Every logits row a kv-mode run dumped: the prompt positions', then the generation's."""
+    if run.prompt_logits is None or run.logits is None:
+        return None
+    return np.concatenate([run.prompt_logits, run.logits])
+
+
+def _same_ids_by_logits(by_text: RunResult, by_ids: RunResult) -> Check:
+    """Row i of a kv-mode dump is the program's output after ids 0..i, so two runs of one
+    program give identical rows up to the first position whose id differs (the simulator and a
+    phone are deterministic for one program and one input): the ids the runner read are the
+    harness's when every row is equal. Neither the count nor the echo nor a toy's greedy text
+    sees one changed id (qwen3_toy's BOS: 0 in the harness, 768 in the runner, passed them)."""
+    mine, theirs = _runner_rows(by_ids), _runner_rows(by_text)
+    name, judge = "runner_prompt_ids", "the kv-mode logits of the run from the harness's ids"
+    if mine is None or theirs is None:
+        return Check("ids the runner read (kv-mode logits)", "dumped", "missing", ok=False,
+                     judge=judge, name=name, detail="both runs need logits=True (kv mode)")
+    rows = min(len(mine), len(theirs))
+    differ = [i for i in range(rows) if not np.array_equal(mine[i], theirs[i])]
+    same = not differ and len(mine) == len(theirs)
+    first = differ[0] if differ else rows
+    return Check("ids the runner read (kv-mode logits)", f"{len(mine)} rows", f"{len(theirs)} rows",
+                 "" if same else f"position {first}", ok=same, judge=judge, name=name,
+                 detail="" if same else
+                 f"the first row that differs is position {first}: the runner read another id "
+                 f"there (the harness's: {by_ids.prompt_tokens[first:first + 4]}...)")
+
+
 def runner_reads_harness_prompt(by_text: RunResult, by_ids: RunResult, ids: list[int],
                                 formatted: str) -> list[Check]:
     """The runner's own ``--prompt`` run (``by_text``) against the harness's copy of its chat
     template and tokenizer (``formatted``, ``ids``) and the run it makes from those ids
-    (``by_ids``): as many prompt tokens, its echo the formatted text, the same generation."""
+    (``by_ids``): as many prompt tokens, its echo the formatted text, the same generation, and
+    the same ids, seen in the two runs' kv-mode logits (:func:`_same_ids_by_logits`)."""
     echo = str(by_text.extra.get("outputs_txt", ""))
     return [Check("prompt tokens the runner read", len(ids), by_text.perf.prompt_tokens,
                   ok=by_text.perf.prompt_tokens == len(ids),
@@ -59,7 +89,8 @@ def runner_reads_harness_prompt(by_text: RunResult, by_ids: RunResult, ids: list
             Check("generation from --prompt = from the harness's ids", by_ids.text, by_text.text,
                   ok=by_ids.prompt_tokens == ids and by_text.text == by_ids.text,
                   judge="the run from the harness's ids", name="runner_prompt_generation",
-                  detail=f"--prompt: {by_text.text!r}\nids:      {by_ids.text!r}")]
+                  detail=f"--prompt: {by_text.text!r}\nids:      {by_ids.text!r}"),
+            _same_ids_by_logits(by_text, by_ids)]
 
 
 def lookahead_matches_hybrid(lookahead: RunResult, hybrid: RunResult) -> list[Check]:

@@ -5,8 +5,11 @@ references use. Here the runner formats the case's eval prompt with its chat tem
 (``--decoder_model_version``) and encodes it with its own tokenizer, so this is where the
 harness's copy of both is held to upstream's runner: the ids the harness expects
 (``runtime.chat.runner_prompt_ids``) must be as many as the runner read (its observer line), its
-echo must be the harness's formatted text, and its generation must be the one it makes from the
-harness's ids. Upstream's runners only: the host runner takes ids.
+echo must be the harness's formatted text, its generation must be the one it makes from the
+harness's ids, and the ids themselves must be the harness's: both runs dump their kv-mode logits
+(``--eval_mode 0 --dump_logits_path``, every prompt position's row), which are equal row for row
+only up to the first position whose id differs. Upstream's runners only: the host runner takes
+ids.
 """
 from __future__ import annotations
 
@@ -29,9 +32,9 @@ def test_the_runners_own_prompt_path_reads_the_harness_ids(qnn_pipeline, qnn_cas
                             qnn_case.eval_prompt)
     n = qnn_case.max_new_tokens
     by_text = qnn_pipeline.run_pte(qnn_case, qnn_target, qnn_pte.pte, qnn_case.eval_prompt, n,
-                                   runner_prompt=True)
+                                   runner_prompt=True, logits=True)
     by_ids = qnn_pipeline.run_pte(qnn_case, qnn_target, qnn_pte.pte, formatted, n,
-                                  prompt_ids=ids)
+                                  prompt_ids=ids, logits=True)
     checks = runner_reads_harness_prompt(by_text, by_ids, ids, formatted)
     qnn_record("gate", checks)
     assert all(c.ok for c in checks), parity.failures(checks)

@@ -9,12 +9,13 @@ from pytest_qnn_genai.checks.generation import judged_generation, lookahead_matc
 from pytest_qnn_genai.runtime.result import PerfStats, RunResult
 
 
-def _run(tokens: list[int], text: str = " a b c", kv_text: str | None = " a b c") -> RunResult:
+def _run(tokens: list[int], text: str = " a b c", kv_text: str | None = " a b c",
+         prompt_logits: np.ndarray | None = None) -> RunResult:
     logits = np.zeros((3, 8), dtype=np.float32)
     logits[np.arange(3), [3, 5, 2]] = 1.0
     extra = {} if kv_text is None else {"kv_text": kv_text}
     return RunResult([1, 4], tokens, text, PerfStats(2, 3, 0.0, 1.0, 1.0, 0.0), logits,
-                     extra=extra)
+                     extra=extra, prompt_logits=prompt_logits)
 
 
 def test_consistent_runs_pass() -> None:
@@ -45,9 +46,10 @@ def test_the_runners_prompt_path_is_held_to_the_harness_ids() -> None:
     from pytest_qnn_genai.checks.generation import runner_reads_harness_prompt
 
     formatted, ids = "[INST] hi [/INST]", [1, 7, 8, 9]
-    by_text = dataclasses.replace(_run([3, 5, 2]), perf=PerfStats(4, 3, 0.0, 1.0, 1.0, 0.0),
+    dumped = _run([3, 5, 2], prompt_logits=np.ones((3, 8), dtype=np.float32))
+    by_text = dataclasses.replace(dumped, perf=PerfStats(4, 3, 0.0, 1.0, 1.0, 0.0),
                                   extra={"outputs_txt": formatted + " a b c"})
-    by_ids = dataclasses.replace(_run([3, 5, 2]), prompt_tokens=ids)
+    by_ids = dataclasses.replace(dumped, prompt_tokens=ids)
     assert all(c.ok for c in runner_reads_harness_prompt(by_text, by_ids, ids, formatted))
     # the runner read one token more than the harness's template gives (a template drift)
     assert [c.ok for c in runner_reads_harness_prompt(by_text, by_ids, [1, *ids], formatted)
@@ -55,10 +57,32 @@ def test_the_runners_prompt_path_is_held_to_the_harness_ids() -> None:
     # its echo is another text; its generation differs from the run from the harness's ids
     echo = dataclasses.replace(by_text, extra={"outputs_txt": "<s>hi a b c"})
     assert [c.ok for c in runner_reads_harness_prompt(echo, by_ids, ids, formatted)] == [
-        True, False, True]
+        True, False, True, True]
     other = dataclasses.replace(by_ids, text=" a b d")
     assert [c.ok for c in runner_reads_harness_prompt(by_text, other, ids, formatted)] == [
-        True, True, False]
+        True, True, False, True]
+
+
+def test_one_id_the_runner_read_differently_is_seen_in_its_kv_mode_logits() -> None:
+    """The same count, echo and text, but the runner's prompt rows differ from position 0 on (as
+    qwen3_toy's BOS did: 0 in the harness, 768 in the runner): only the ids row fails, and says
+    where; a run without its kv-mode dump fails that row rather than passing it."""
+    from pytest_qnn_genai.checks.generation import runner_reads_harness_prompt
+
+    formatted, ids = "[INST] hi [/INST]", [1, 7, 8, 9]
+    prompt_rows = np.arange(24, dtype=np.float32).reshape(3, 8)
+    by_ids = dataclasses.replace(_run([3, 5, 2]), prompt_tokens=ids, prompt_logits=prompt_rows)
+    by_text = dataclasses.replace(by_ids, perf=PerfStats(4, 3, 0.0, 1.0, 1.0, 0.0),
+                                  extra={"outputs_txt": formatted + " a b c"})
+    assert all(c.ok for c in runner_reads_harness_prompt(by_text, by_ids, ids, formatted))
+    other_bos = prompt_rows.copy()
+    other_bos[0, 0] += 0.5  # what one other id at position 0 does to the first row
+    wrong = dataclasses.replace(by_text, prompt_logits=other_bos)
+    rows = runner_reads_harness_prompt(wrong, by_ids, ids, formatted)
+    assert [c.ok for c in rows] == [True, True, True, False]
+    assert rows[3].delta == "position 0" and rows[3].figure().verdict == "fail"
+    no_dump = dataclasses.replace(by_text, prompt_logits=None)
+    assert [c.ok for c in runner_reads_harness_prompt(no_dump, by_ids, ids, formatted)][3] is False
 
 
 def _text_run(text: str, produced: int) -> RunResult:
