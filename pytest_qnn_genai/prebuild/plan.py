@@ -16,7 +16,8 @@ it asks, as without this module. Nothing a run will not use is planned:
   x86 runners (the same x86 simulator: the emulator's builds, plus the runners themselves when
   they are built from ``--executorch-src``). A phone's builds depend on what the phone runs
   (``Pipeline.build_target`` asks it), so they are never planned;
-- an A/B variant the case does not declare (its test skips) is not planned.
+- an A/B variant the case does not declare (its test skips) is not planned, nor a lookahead
+  build on the emulator (the lookahead test skips there) or of a case declaring none.
 """
 from __future__ import annotations
 
@@ -64,6 +65,12 @@ FIXTURE_NEEDS: dict[str, tuple[Need, ...]] = {
     # suites/smoke/test_smoke.py
     "block_16a8w": ((SMOKE, "16a8w"),),
     "block_fp16": ((SMOKE, "fp16"),),
+}
+# Fixtures whose needs hold for the case and for each lookahead variant it declares
+# (suites/perf/test_lookahead.py: each flow's lookahead build and its hybrid build). The fixture
+# skips on the emulator (the host runner decodes AR-1), so nothing is planned for it there.
+LOOKAHEAD_NEEDS: dict[str, tuple[Need, ...]] = {
+    "lookahead_cases": ((FLOW, "legacy"), (FLOW, "new")),
 }
 # the fixture through which an item builds anything (on an x86-runner target it starts the runners)
 PIPELINE_FIXTURE = "qnn_pipeline"
@@ -185,6 +192,13 @@ def plan(requests: Iterable[Request], runners_src: Path | None = None) -> list[S
             if fixture in request.fixtures:
                 for need in needs:
                     add(_step(need, request.case, target))
+        if request.case is not None and request.target is not None and not request.target.is_emulator:
+            for fixture, needs in LOOKAHEAD_NEEDS.items():
+                if fixture in request.fixtures:
+                    for case in (request.case, *map(request.case.variant,
+                                                    request.case.lookahead_variant_names)):
+                        for need in needs:
+                            add(_step(need, case, target))
         if request.ab_pair is not None and request.case is not None:
             for variant in request.ab_pair:
                 add(_variant_step(request.case, variant, target))

@@ -21,32 +21,36 @@ pass, cannot take.
 from __future__ import annotations
 
 import dataclasses
+from typing import TYPE_CHECKING
 
 import pytest
 
 from pytest_qnn_genai import figures as judged
 from pytest_qnn_genai.checks.generation import lookahead_matches_hybrid
 
+if TYPE_CHECKING:
+    from pytest_qnn_genai.models.case import ModelCase
+
 pytestmark = pytest.mark.perf
-FLOWS = ("legacy", "new")  # llama.py's lookahead build, the staged flow's
+FLOWS = ("legacy", "new")  # llama.py's lookahead build, the staged flow's (prebuild/plan.py too)
 
 
-def lookahead_variants(case) -> list[str]:
-    """The names of the case's declared lookahead variants."""
-    return [n for n in case.variants if case.variant(n).is_lookahead]
-
-
-def test_lookahead_text_is_the_hybrid_greedy_text(qnn_pipeline, qnn_case, qnn_target,
-                                                  qnn_record) -> None:
+@pytest.fixture
+def lookahead_cases(qnn_case, qnn_target) -> dict[str, ModelCase]:
+    """The case's declared lookahead variants, on targets that decode them. The prebuild plans
+    each flow's build of them and of the case from this fixture (``prebuild/plan.py``)."""
     if qnn_target.is_emulator:
         pytest.skip(f"{qnn_target.id}: lookahead decoding is upstream's runners' (--eval_mode 2: "
                     "the x86-runner target, a phone); the host runner decodes AR-1")
-    names = lookahead_variants(qnn_case)
-    if not names:
+    if not qnn_case.lookahead_variant_names:
         pytest.skip(f"{qnn_case.name} declares no lookahead variant")
+    return {n: qnn_case.variant(n) for n in qnn_case.lookahead_variant_names}
+
+
+def test_lookahead_text_is_the_hybrid_greedy_text(qnn_pipeline, qnn_case, qnn_target,
+                                                  lookahead_cases, qnn_record) -> None:
     failures = []
-    for flow, name in ((f, n) for n in names for f in FLOWS):
-        variant = qnn_case.variant(name)
+    for flow, (name, variant) in ((f, v) for v in lookahead_cases.items() for f in FLOWS):
         pte = qnn_pipeline.artifacts(flow, variant, qnn_target).pte
         lookahead = qnn_pipeline.run_pte(variant, qnn_target, pte)
         hybrid_pte = qnn_pipeline.artifacts(flow, qnn_case, qnn_target).pte

@@ -58,3 +58,20 @@ def test_the_gate_plans_every_cases_builds_once(pytester: pytest.Pytester) -> No
     # (their x86-runner items are skipped without --executorch-src)
     assert not [s for s in steps if "SM8750" in s or "@" in s or s.startswith("runners")]
     assert len(steps) == len(cases) * 8 + 2
+
+
+def test_the_lookahead_test_plans_its_builds_on_upstreams_runners(pytester: pytest.Pytester,
+                                                                  tmp_path: Path) -> None:
+    """The real perf suite's lookahead test names the fixture the plan reads: with a source tree
+    for the runners, its x86-runner item plans both flows' lookahead builds (they were built by
+    the test itself, one after another, after every planned build: 365 s of a cold gate)."""
+    from pytest_qnn_genai.runners.sources import ALL_SOURCES
+
+    for rel in ALL_SOURCES:  # a tree the option accepts; collection reads none of it
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).touch()
+    steps = _plan(pytester, "--models", "stories260k", "-k", "test_lookahead",
+                  "--executorch-src", str(tmp_path))
+    ahead = "stories260k@lookahead SM8650-htp"
+    assert {f"flow legacy {ahead}", f"quantize {ahead}", f"flow new {ahead}"} <= set(steps)
+    assert steps.index(f"quantize {ahead}") < steps.index(f"flow new {ahead}")

@@ -82,6 +82,22 @@ def test_upstreams_x86_runners_get_the_emulators_builds_and_the_runners() -> Non
     assert Step(p.RUNNERS, arg=str(src)) not in p.plan([on(STORIES, x86, "qnn_pipeline")])
 
 
+def test_lookahead_builds_are_planned_where_they_are_decoded_and_declared() -> None:
+    """Each flow's build of the case's lookahead variant and of the case itself, on upstream's
+    x86 runners; nothing on the emulator (the test skips there) or for a case declaring none."""
+    x86 = Target(soc("SM8650"), device=X86_RUNNER)
+    ahead = f"{STORIES.name}@lookahead"
+    assert STORIES.lookahead_variant_names == ("lookahead",) and not LLAMA3.lookahead_variant_names
+    steps = p.plan([on(STORIES, x86, "lookahead_cases")])
+    assert steps == [flow("legacy", STORIES), quantize(STORIES), flow("new", STORIES),
+                     Step(p.FLOW, ahead, "SM8650", "htp", "legacy"),
+                     Step(p.QUANTIZE, ahead, "SM8650", "htp"),
+                     Step(p.FLOW, ahead, "SM8650", "htp", "new")]
+    assert p.plan([on(STORIES, SM8650, "lookahead_cases")]) == []
+    assert p.plan([on(LLAMA3, x86, "lookahead_cases")]) == [flow("legacy", LLAMA3),
+                                                            quantize(LLAMA3), flow("new", LLAMA3)]
+
+
 def test_ab_pairs_plan_both_sides_and_skip_undeclared_variants() -> None:
     steps = p.plan([on(STORIES, SM8650, "qnn_pipeline", pair=("ar8", "new"))])
     ar8 = f"{STORIES.name}@ar8"
