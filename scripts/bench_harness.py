@@ -4,6 +4,8 @@
     python scripts/bench_harness.py overhead [--cache-dir DIR] [--rounds N]
     python scripts/bench_harness.py cold-warm [--soc SM8650] [--workers 2]    # ~5+ minutes
     python scripts/bench_harness.py cold-cores [--soc SM8650] [--models NAME] [--one-worker-first]
+                                               [--only default|one]
+    python scripts/bench_harness.py build-cpu [--soc SM8650] [--models NAME]   # ~6 minutes
     python scripts/bench_harness.py all
 
 overhead   host-runner overhead over raw ``Method.execute``: per round, ``runner_overhead_s``
@@ -17,7 +19,13 @@ cold-cores ``make gate``'s pytest (``pytest suites --soc SOC``) on a fresh ``--q
            scheduled ahead) first, then one worker building each entry when a test asks
            (``-n 1 --no-qnn-prebuild``), or the other way round:
            wall times and their ratio, the summed build seconds and builds of the summary
-           line, the load average before and after each run.
+           line, the CPU seconds of the run's process tree (the processes pytest waited
+           for) and the cores they kept busy on average, the load average before and after.
+build-cpu  how many cores one build keeps busy: the new flow's quantize + compile (in this
+           process) and llama.py's build (a subprocess) of one case on a fresh cache, one at a
+           time, each with its wall time and its CPU seconds (this process's and its waited-for
+           children's). A build that keeps both cores busy alone leaves a second worker nothing
+           to gain: what ``cold-cores``' ratio can reach is bounded by it.
 """
 from __future__ import annotations
 
@@ -119,18 +127,66 @@ def cold_warm(soc_name: str, workers: int) -> list[tuple[str, str]]:
     return rows
 
 
-def cold_cores(soc_name: str, models: str | None, one_worker_first: bool) -> list[tuple[str, str]]:
+def _cpu_s(who: int) -> float:
+    import resource
+
+    use = resource.getrusage(who)
+    return use.ru_utime + use.ru_stime
+
+
+def build_cpu(soc_name: str, models: str | None) -> list[tuple[str, str]]:
+    """One case's builds one at a time on a fresh cache: wall, CPU seconds, cores busy."""
+    import resource
+
+    import executorch.runtime  # noqa: F401  (before the SDK preload: see host_runner)
+
+    from pytest_qnn_genai.cache import ArtifactCache
+    from pytest_qnn_genai.models.registry import available
+    from pytest_qnn_genai.pipeline import Pipeline
+    from pytest_qnn_genai.sdk import activate, resolve_sdk
+    from pytest_qnn_genai.sdk.versions import stack
+    from pytest_qnn_genai.targets import Target, soc
+
+    name = models or "stories260k"
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="bench-build-cpu-") as fresh:
+        sdk = resolve_sdk(None, Path(fresh))
+        if sdk is None:
+            raise SystemExit("bench_harness: no QNN SDK (install onnxruntime-qnn or set QNN_SDK_ROOT)")
+        activate(sdk)
+        case, target = available()[name], Target(soc(soc_name))
+        pipeline = Pipeline(ArtifactCache(Path(fresh) / "artifacts", stack(sdk)))
+        builds = [("new flow: quantize + compile (in process)", lambda: pipeline.pte(case, target)),
+                  ("llama.py build (subprocess)",
+                   lambda: pipeline.artifacts("legacy", case, target))]
+        for label, build in builds:
+            start = time.perf_counter()
+            cpu = _cpu_s(resource.RUSAGE_SELF) + _cpu_s(resource.RUSAGE_CHILDREN)
+            build()
+            wall = time.perf_counter() - start
+            cpu = _cpu_s(resource.RUSAGE_SELF) + _cpu_s(resource.RUSAGE_CHILDREN) - cpu
+            rows.append((f"{name} {label}", f"{wall:.0f} s wall, {cpu:.0f} CPU s: "
+                                            f"{cpu / wall:.2f} cores busy"))
+    return rows
+
+
+def cold_cores(soc_name: str, models: str | None, one_worker_first: bool,
+               only: str | None = None) -> list[tuple[str, str]]:
     import os
+    import resource
 
     rows, walls = [], {}
     narrow = ["--models", models] if models else []
     runs = [("default (-n auto, prebuild)", ["-n", "auto"]),
             ("one worker (-n 1 --no-qnn-prebuild)", ["-n", "1", "--no-qnn-prebuild"])]
+    if only is not None:
+        runs = [runs[0] if only == "default" else runs[1]]
     for label, args in runs[::-1] if one_worker_first else runs:
         with tempfile.TemporaryDirectory(prefix="bench-cores-") as fresh:
-            load = os.getloadavg()[0]
+            load, cpu = os.getloadavg()[0], _cpu_s(resource.RUSAGE_CHILDREN)
             wall, out, rc = _pytest(["suites", "--soc", soc_name, "--qnn-cache-dir", fresh,
                                      *narrow, *args])
+            cpu = _cpu_s(resource.RUSAGE_CHILDREN) - cpu
             build_s = BUILD_SECONDS.search(out)
             outcome = OUTCOME.search(out)
             walls[label] = wall
@@ -138,10 +194,12 @@ def cold_cores(soc_name: str, models: str | None, one_worker_first: bool) -> lis
             log.write_text(out)
             rows.append((label, f"{wall:.0f} s wall (exit {rc}: "
                                 f"{outcome.group(1) if outcome else '?'}); {_builds(out)}, "
-                                f"{build_s.group(1) if build_s else '?'} s building; load "
+                                f"{build_s.group(1) if build_s else '?'} s building; "
+                                f"{cpu:.0f} CPU s ({cpu / wall:.2f} cores busy); load "
                                 f"{load:.1f} -> {os.getloadavg()[0]:.1f}; output {log}"))
-    default, one = walls[runs[0][0]], walls[runs[1][0]]
-    rows.append(("default / one worker", f"{default / one:.2f}"))
+    if len(walls) == 2:
+        default, one = walls[runs[0][0]], walls[runs[1][0]]
+        rows.append(("default / one worker", f"{default / one:.2f}"))
     return rows
 
 
@@ -149,13 +207,17 @@ def main(argv: list[str] | None = None) -> int:
     from pytest_qnn_genai.settings import default_cache_dir
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("what", choices=("overhead", "cold-warm", "cold-cores", "all"))
+    parser.add_argument("what", choices=("overhead", "cold-warm", "cold-cores", "build-cpu",
+                                         "all"))
     parser.add_argument("--cache-dir", type=Path, default=default_cache_dir())
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--max-new-tokens", type=int, default=24)
     parser.add_argument("--soc", default="SM8650")
     parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--models", default=None, help="cold-cores: only these model cases")
+    parser.add_argument("--models", default=None,
+                        help="cold-cores: only these model cases; build-cpu: the case")
+    parser.add_argument("--only", choices=("default", "one"),
+                        help="cold-cores: run one configuration only")
     parser.add_argument("--one-worker-first", action="store_true",
                         help="cold-cores: run the one-worker configuration first")
     a = parser.parse_args(argv)
@@ -165,7 +227,9 @@ def main(argv: list[str] | None = None) -> int:
     if a.what in ("cold-warm", "all"):
         rows += cold_warm(a.soc, a.workers)
     if a.what == "cold-cores":
-        rows += cold_cores(a.soc, a.models, a.one_worker_first)
+        rows += cold_cores(a.soc, a.models, a.one_worker_first, a.only)
+    if a.what == "build-cpu":
+        rows += build_cpu(a.soc, a.models)
     print(_table(rows))
     return 0
 
