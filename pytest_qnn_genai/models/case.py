@@ -195,11 +195,6 @@ class ModelCase:
         """Every build of this case the A/B gate can compare (``legacy``, ``new``, declared)."""
         return (*FLOW_VARIANTS, *self.variants)
 
-    @property
-    def lookahead_variant_names(self) -> tuple[str, ...]:
-        """The declared variants that build llama.py's lookahead mode."""
-        return tuple(n for n in self.variants if self.variant(n).is_lookahead)
-
     def variant(self, name: str) -> ModelCase:
         """The case built as variant ``name`` (``new``: itself; ``legacy`` is no staged build)."""
         if name == "new":

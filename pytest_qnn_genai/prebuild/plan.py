@@ -168,6 +168,12 @@ def _variant_step(case: ModelCase, variant: str, target: Target) -> Step | None:
     return Step(FLOW, name, target.soc.name, target.backend, "new")
 
 
+def lookahead_variant_names(case: ModelCase) -> tuple[str, ...]:
+    """The variants ``case`` declares that build llama.py's lookahead mode (here, not on
+    :class:`ModelCase`: the build stages' cache keys hash that module's bytes)."""
+    return tuple(n for n in case.variants if case.variant(n).is_lookahead)
+
+
 def plan(requests: Iterable[Request], runners_src: Path | None = None) -> list[Step]:
     """Every step the requests need, each once, dependencies before dependents, otherwise in
     first-need order. ``runners_src``: the tree upstream's x86 runners are built from (None:
@@ -196,7 +202,7 @@ def plan(requests: Iterable[Request], runners_src: Path | None = None) -> list[S
             for fixture, needs in LOOKAHEAD_NEEDS.items():
                 if fixture in request.fixtures:
                     for case in (request.case, *map(request.case.variant,
-                                                    request.case.lookahead_variant_names)):
+                                                    lookahead_variant_names(request.case))):
                         for need in needs:
                             add(_step(need, case, target))
         if request.ab_pair is not None and request.case is not None:

@@ -27,6 +27,7 @@ import pytest
 
 from pytest_qnn_genai import figures as judged
 from pytest_qnn_genai.checks.generation import lookahead_matches_hybrid
+from pytest_qnn_genai.prebuild.plan import lookahead_variant_names
 
 if TYPE_CHECKING:
     from pytest_qnn_genai.models.case import ModelCase
@@ -38,13 +39,15 @@ FLOWS = ("legacy", "new")  # llama.py's lookahead build, the staged flow's (preb
 @pytest.fixture
 def lookahead_cases(qnn_case, qnn_target) -> dict[str, ModelCase]:
     """The case's declared lookahead variants, on targets that decode them. The prebuild plans
-    each flow's build of them and of the case from this fixture (``prebuild/plan.py``)."""
+    each flow's build of them and of the case from this fixture (``prebuild/plan.py``, whose
+    helper names them)."""
     if qnn_target.is_emulator:
         pytest.skip(f"{qnn_target.id}: lookahead decoding is upstream's runners' (--eval_mode 2: "
                     "the x86-runner target, a phone); the host runner decodes AR-1")
-    if not qnn_case.lookahead_variant_names:
+    names = lookahead_variant_names(qnn_case)
+    if not names:
         pytest.skip(f"{qnn_case.name} declares no lookahead variant")
-    return {n: qnn_case.variant(n) for n in qnn_case.lookahead_variant_names}
+    return {n: qnn_case.variant(n) for n in names}
 
 
 def test_lookahead_text_is_the_hybrid_greedy_text(qnn_pipeline, qnn_case, qnn_target,

@@ -87,7 +87,8 @@ def test_lookahead_builds_are_planned_where_they_are_decoded_and_declared() -> N
     x86 runners; nothing on the emulator (the test skips there) or for a case declaring none."""
     x86 = Target(soc("SM8650"), device=X86_RUNNER)
     ahead = f"{STORIES.name}@lookahead"
-    assert STORIES.lookahead_variant_names == ("lookahead",) and not LLAMA3.lookahead_variant_names
+    assert p.lookahead_variant_names(STORIES) == ("lookahead",)
+    assert not p.lookahead_variant_names(LLAMA3)
     steps = p.plan([on(STORIES, x86, "lookahead_cases")])
     assert steps == [flow("legacy", STORIES), quantize(STORIES), flow("new", STORIES),
                      Step(p.FLOW, ahead, "SM8650", "htp", "legacy"),
