@@ -54,8 +54,9 @@ def _same_ids_by_logits(by_text: RunResult, by_ids: RunResult) -> Check:
     """Row i of a kv-mode dump is the program's output after ids 0..i, so two runs of one
     program give identical rows up to the first position whose id differs (measured on the x86
     simulator, every case; a device that answered one input two ways would fail this row, not
-    pass it): the ids the runner read are the harness's when every row is equal. Neither the count nor the echo nor a toy's greedy text
-    sees one changed id (qwen3_toy's BOS: 0 in the harness, 768 in the runner, passed them)."""
+    pass it): the ids the runner read are the harness's when every row is equal. Neither the
+    count nor the echo nor a toy's greedy text sees one changed id (qwen3_toy's BOS: 0 in the
+    harness, 768 in the runner, passed them)."""
     mine, theirs = _runner_rows(by_ids), _runner_rows(by_text)
     name, judge = "runner_prompt_ids", "the kv-mode logits of the run from the harness's ids"
     if mine is None or theirs is None:
