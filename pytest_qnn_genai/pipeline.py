@@ -3,9 +3,8 @@
 The only caller of the artifact cache for builds. Every expensive product is a cache entry keyed
 by content (the model case's files and settings, the target, the upstream entry's digest, the tool
 versions), so a warm session only loads files and runs the emulator. The builders it runs write
-into a folder and know nothing of the cache (:mod:`pytest_qnn_genai.stages`,
-:mod:`pytest_qnn_genai.flows`); :meth:`Pipeline.artifacts` gives any flow's build in the same
-shape. Nothing here depends on pytest.
+into a folder and know nothing of the cache (:mod:`.stages`, :mod:`.flows`);
+:meth:`Pipeline.artifacts` gives any flow's build in the same shape. Nothing here needs pytest.
 """
 from __future__ import annotations
 
