@@ -8,9 +8,9 @@ Each round runs, from the repository root and on the default artifact cache (war
 
 - ``pytest --co -q suites``: the bare start-up (imports, plugin set-up, collection);
 - the suites with this file loaded as a plugin (``-p warm_breakdown``), which times every
-  emulator run the suites make: the host runner's (``runtime.run.run`` and
-  ``runtime.run.run_method``, the two entry points the pipeline calls: loading the .pte into the
-  emulator and generating) and upstream's x86 runners' on the x86-runner target
+  emulator run the suites make: the host runner's (``runtime.run.run``, ``run_method`` and
+  ``prompt_logits``, the three entry points the pipeline calls: loading the .pte into the
+  emulator and generating, one method, teacher-forced prompt rows for held-out perplexity) and upstream's x86 runners' on the x86-runner target
   (``DeviceWorkspace._run``: one qnn_llama_runner / qnn_executor_runner call and the pull of its
   outputs);
 
@@ -54,7 +54,7 @@ def pytest_configure(config: object) -> None:
     from pytest_qnn_genai.devices.workspace import DeviceWorkspace
     from pytest_qnn_genai.runtime import run as run_module
 
-    for name in ("run", "run_method"):  # the pipeline imports them at call time: patched here
+    for name in ("run", "run_method", "prompt_logits"):  # imported at call time: patched here
         setattr(run_module, name, _timed(getattr(run_module, name), "host_runner_s"))
     DeviceWorkspace._run = _timed(DeviceWorkspace._run, "upstream_runners_s")  # type: ignore[method-assign]
 
