@@ -10,9 +10,9 @@ Each round runs, from the repository root and on the default artifact cache (war
 - the suites with this file loaded as a plugin (``-p warm_breakdown``), which times every
   emulator run the suites make: the host runner's (``runtime.run.run``, ``run_method`` and
   ``prompt_logits``, the three entry points the pipeline calls: loading the .pte into the
-  emulator and generating, one method, teacher-forced prompt rows for held-out perplexity) and upstream's x86 runners' on the x86-runner target
-  (``DeviceWorkspace._run``: one qnn_llama_runner / qnn_executor_runner call and the pull of its
-  outputs);
+  emulator and generating, one method, teacher-forced prompt rows for held-out perplexity) and
+  upstream's x86 runners' on the x86-runner target (``DeviceWorkspace._run``: one
+  qnn_llama_runner / qnn_executor_runner call and the pull of its outputs);
 
 and reports wall time = start-up + emulator runs (host runner, upstream's runners) + the rest
 (everything else: loading cached artifacts, checks, builds if the cache was not warm). The
