@@ -37,6 +37,10 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pytest_qnn_genai.pipeline import Pipeline
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -51,25 +55,31 @@ def _table(rows: list[tuple[str, str]]) -> str:
     return "\n".join(f"{k.ljust(width)}  {v}" for k, v in rows)
 
 
-def overhead(cache_dir: Path, rounds: int, max_new_tokens: int) -> list[tuple[str, str]]:
-    """Run each cached .pte ``rounds`` times (after a warm-up) through the HybridRunner."""
+def _emulator_pipeline(cache_dir: Path) -> Pipeline:
+    """A pipeline on ``cache_dir`` with the emulator SDK found (or provisioned) and activated."""
     import executorch.runtime  # noqa: F401  (before the SDK preload: see host_runner)
 
     from pytest_qnn_genai.cache import ArtifactCache
-    from pytest_qnn_genai.models.registry import available
-    from pytest_qnn_genai.perf.benchmark import Workload, fit_workload
     from pytest_qnn_genai.pipeline import Pipeline
-    from pytest_qnn_genai.runtime.host_runner import HybridRunner
     from pytest_qnn_genai.sdk import activate, resolve_sdk
     from pytest_qnn_genai.sdk.versions import stack
-    from pytest_qnn_genai.targets import Target, soc
 
     sdk = resolve_sdk(None, cache_dir)
     if sdk is None:
         raise SystemExit("bench_harness: no QNN SDK (install onnxruntime-qnn or set QNN_SDK_ROOT)")
     activate(sdk)
+    return Pipeline(ArtifactCache(cache_dir / "artifacts", stack(sdk)))
+
+
+def overhead(cache_dir: Path, rounds: int, max_new_tokens: int) -> list[tuple[str, str]]:
+    """Run each cached .pte ``rounds`` times (after a warm-up) through the HybridRunner."""
+    from pytest_qnn_genai.models.registry import available
+    from pytest_qnn_genai.perf.benchmark import Workload, fit_workload
+    from pytest_qnn_genai.runtime.host_runner import HybridRunner
+    from pytest_qnn_genai.targets import Target, soc
+
+    pipeline = _emulator_pipeline(cache_dir)
     case, target = available()["stories260k"], Target(soc("SM8650"))
-    pipeline = Pipeline(ArtifactCache(cache_dir / "artifacts", stack(sdk)))
     ptes = {"new": pipeline.pte(case, target).pte}  # built if not cached (minutes)
     if pipeline.cached_entry("legacy", case, target) is not None:  # never built here
         ptes["legacy"] = pipeline.artifacts("legacy", case, target).pte
@@ -138,24 +148,14 @@ def build_cpu(soc_name: str, models: str | None) -> list[tuple[str, str]]:
     """One case's builds one at a time on a fresh cache: wall, CPU seconds, cores busy."""
     import resource
 
-    import executorch.runtime  # noqa: F401  (before the SDK preload: see host_runner)
-
-    from pytest_qnn_genai.cache import ArtifactCache
     from pytest_qnn_genai.models.registry import available
-    from pytest_qnn_genai.pipeline import Pipeline
-    from pytest_qnn_genai.sdk import activate, resolve_sdk
-    from pytest_qnn_genai.sdk.versions import stack
     from pytest_qnn_genai.targets import Target, soc
 
     name = models or "stories260k"
     rows = []
     with tempfile.TemporaryDirectory(prefix="bench-build-cpu-") as fresh:
-        sdk = resolve_sdk(None, Path(fresh))
-        if sdk is None:
-            raise SystemExit("bench_harness: no QNN SDK (install onnxruntime-qnn or set QNN_SDK_ROOT)")
-        activate(sdk)
+        pipeline = _emulator_pipeline(Path(fresh))
         case, target = available()[name], Target(soc(soc_name))
-        pipeline = Pipeline(ArtifactCache(Path(fresh) / "artifacts", stack(sdk)))
         builds = [("new flow: quantize + compile (in process)", lambda: pipeline.pte(case, target)),
                   ("llama.py build (subprocess)",
                    lambda: pipeline.artifacts("legacy", case, target))]

@@ -1,8 +1,8 @@
 """The gate's ``--prompt`` check (``checks.generation.runner_reads_harness_prompt``) against
 upstream's qnn_llama_runner: its own template and tokenizer read the harness's ids (every
-kv-mode logits row equal), and one id changed at position 0 fails the ids row, and only it
-(the count and the echo are the runner's, unchanged; qwen3_toy's BOS once differed so, 0 in the
-harness and 768 in the runner, and the three other rows passed it)."""
+kv-mode logits row equal), and one id changed at position 0 fails the ids row at position 0
+while the count and echo rows still pass (qwen3_toy's BOS once differed so, 0 in the harness and
+768 in the runner, and the three other rows passed it)."""
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
