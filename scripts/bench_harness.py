@@ -19,8 +19,10 @@ cold-cores ``make gate``'s pytest (``pytest suites --soc SOC``) on a fresh ``--q
            scheduled ahead) first, then one worker building each entry when a test asks
            (``-n 1 --no-qnn-prebuild``), or the other way round:
            wall times and their ratio, the summed build seconds and builds of the summary
-           line, the CPU seconds of the run's process tree (the processes pytest waited
-           for) and the cores they kept busy on average, the load average before and after.
+           line, the CPU seconds of the run's process tree (every process in it: this script
+           is its subreaper, so orphans count too) and the cores they kept busy on average,
+           the load average before and after, and each role's own CPU seconds (pytest, xdist
+           workers, prebuild, llama.py, runner build, upstream runners: ``cpu_roles.py``).
 build-cpu  how many cores one build keeps busy: the new flow's quantize + compile (in this
            process) and llama.py's build (a subprocess) of one case on a fresh cache, one at a
            time, each with its wall time and its CPU seconds (this process's and its waited-for
@@ -30,6 +32,7 @@ build-cpu  how many cores one build keeps busy: the new flow's quantize + compil
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import statistics
 import subprocess
@@ -110,11 +113,32 @@ def overhead(cache_dir: Path, rounds: int, max_new_tokens: int) -> list[tuple[st
     return rows
 
 
-def _pytest(args: list[str]) -> tuple[float, str, int]:
+def _pytest(args: list[str], roles: dict[str, float] | None = None,
+            idle: dict[str, float] | None = None) -> tuple[float, str, int]:
+    """Run pytest; its wall time, output and exit code (``roles``: filled with its tree's CPU
+    seconds by role, :mod:`scripts.cpu_roles`; call its :func:`become_subreaper` first for the
+    exact total; ``idle``: with the core-seconds it left idle, first and last minute apart)."""
+    from scripts.cpu_roles import RoleSampler, reap_orphans
+
     start = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "pytest", *args, "-p", "no:cacheprovider", "-q"],
-                          cwd=ROOT, capture_output=True, text=True, timeout=PYTEST_TIMEOUT_S)
-    return time.perf_counter() - start, proc.stdout + proc.stderr, proc.returncode
+    with tempfile.TemporaryFile("w+") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "pytest", *args, "-p", "no:cacheprovider",
+                                 "-q"], cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, text=True)
+        sampler = RoleSampler(proc.pid).start()
+        try:
+            proc.wait(timeout=PYTEST_TIMEOUT_S)
+        finally:
+            sampler.stop()
+            if roles is not None:
+                roles.update(sampler.by_role())
+            if idle is not None:
+                idle.update(sampler.idle_core_s(len(os.sched_getaffinity(0))))
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+            reap_orphans()
+        out.seek(0)
+        return time.perf_counter() - start, out.read(), proc.returncode
 
 
 def _builds(output: str) -> str:
@@ -172,9 +196,11 @@ def build_cpu(soc_name: str, models: str | None) -> list[tuple[str, str]]:
 
 def cold_cores(soc_name: str, models: str | None, one_worker_first: bool,
                only: str | None = None) -> list[tuple[str, str]]:
-    import os
     import resource
 
+    from scripts.cpu_roles import become_subreaper
+
+    become_subreaper()  # the CPU of processes orphaned in the tree counts too
     rows, walls = [], {}
     narrow = ["--models", models] if models else []
     runs = [("default (-n auto, prebuild)", ["-n", "auto"]),
@@ -184,8 +210,10 @@ def cold_cores(soc_name: str, models: str | None, one_worker_first: bool,
     for label, args in runs[::-1] if one_worker_first else runs:
         with tempfile.TemporaryDirectory(prefix="bench-cores-") as fresh:
             load, cpu = os.getloadavg()[0], _cpu_s(resource.RUSAGE_CHILDREN)
+            roles: dict[str, float] = {}
+            idle: dict[str, float] = {}
             wall, out, rc = _pytest(["suites", "--soc", soc_name, "--qnn-cache-dir", fresh,
-                                     *narrow, *args])
+                                     *narrow, *args], roles, idle)
             cpu = _cpu_s(resource.RUSAGE_CHILDREN) - cpu
             build_s = BUILD_SECONDS.search(out)
             outcome = OUTCOME.search(out)
@@ -197,6 +225,10 @@ def cold_cores(soc_name: str, models: str | None, one_worker_first: bool,
                                 f"{build_s.group(1) if build_s else '?'} s building; "
                                 f"{cpu:.0f} CPU s ({cpu / wall:.2f} cores busy); load "
                                 f"{load:.1f} -> {os.getloadavg()[0]:.1f}; output {log}"))
+            rows.append((f"  own CPU s by role ({sum(roles.values()):.0f} seen)",
+                         ", ".join(f"{role} {cpu:.0f}" for role, cpu in roles.items())))
+            rows.append(("  idle core-s (seen)", ", ".join(f"{span} {s:.0f}"
+                                                           for span, s in idle.items())))
     if len(walls) == 2:
         default, one = walls[runs[0][0]], walls[runs[1][0]]
         rows.append(("default / one worker", f"{default / one:.2f}"))
