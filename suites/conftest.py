@@ -1,4 +1,4 @@
-"""Fixtures the suites share: the held-out split and its fp32 logits, per model case.
+"""Fixtures the suites share: the held-out split and its fp32 and QDQ logits, per model case.
 
 Perplexity (``checks/perplexity.py``) is measured on the held-out stories
 (``models/heldout.py``), encoded as the runner encodes a text, in rolling windows no longer than
@@ -15,22 +15,25 @@ import numpy as np
 import pytest
 
 from pytest_qnn_genai.checks import perplexity
-from pytest_qnn_genai.models import heldout
-from pytest_qnn_genai.runtime.tokenizer import encode, load_tokenizer
 
 
 @pytest.fixture(scope="session")
 def heldout_documents(qnn_case) -> list[perplexity.Document]:
     """The held-out stories as ``qnn_case``'s runner encodes them, in windows."""
-    tokenizer = load_tokenizer(qnn_case.path("tokenizer_model"))
-    return perplexity.documents(heldout.stories(), lambda text: encode(tokenizer, text),
-                                qnn_case.max_context_len - qnn_case.prefill_ar_len)
+    return perplexity.heldout_documents(qnn_case)
 
 
 @pytest.fixture(scope="session")
 def heldout_fp32(qnn_pipeline, qnn_case, heldout_documents) -> list[np.ndarray]:
-    """fp32 logits of every window (cached)."""
+    """fp32 logits of every window (cached; built ahead: prebuild/plan.py)."""
     return [qnn_pipeline.fp32_logits(qnn_case, list(w.context), list(w.continuation))
+            for w in perplexity.all_windows(heldout_documents)]
+
+
+@pytest.fixture(scope="session")
+def heldout_qdq(qnn_pipeline, qnn_case, qnn_target, heldout_documents) -> list[np.ndarray]:
+    """QDQ logits of every window, on the CPU (cached; built ahead: prebuild/plan.py)."""
+    return [qnn_pipeline.qdq_logits(qnn_case, qnn_target, list(w.context), list(w.continuation))
             for w in perplexity.all_windows(heldout_documents)]
 
 

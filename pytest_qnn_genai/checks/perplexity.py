@@ -102,6 +102,18 @@ def documents(texts: Sequence[str], runner_ids: Callable[[str], list[int]],
     return docs
 
 
+def heldout_documents(case: ModelCase) -> list[Document]:
+    """The held-out stories (:mod:`~pytest_qnn_genai.models.heldout`) as ``case``'s runner
+    encodes them, in windows no longer than its prompt processor takes (``max_context_len -
+    prefill_ar_len``): one window is one prompt pass on the target."""
+    from pytest_qnn_genai.models import heldout
+    from pytest_qnn_genai.runtime.tokenizer import encode, load_tokenizer
+
+    tokenizer = load_tokenizer(case.path("tokenizer_model"))
+    return documents(heldout.stories(), lambda text: encode(tokenizer, text),
+                     case.max_context_len - case.prefill_ar_len)
+
+
 def all_windows(docs: Sequence[Document]) -> list[Window]:
     """Every window of ``docs``, in order (the order logits arrays are given in)."""
     return [w for d in docs for w in d.windows]

@@ -40,8 +40,10 @@ FP32_REFERENCE = "fp32-reference"  # Pipeline.fp32_reference on the case's eval 
 QDQ_LOGITS = "qdq-logits"  # Pipeline.qdq_logits teacher-forced on the fp32 continuation
 TRANSFORMERS_LOGITS = "transformers-logits"  # Pipeline.transformers_logits on the same tokens
 RUNNERS = "runners"  # Pipeline.runners_entry: arg = the ExecuTorch source tree
+HELDOUT_FP32 = "heldout-fp32"  # Pipeline.fp32_logits on each held-out window
+HELDOUT_QDQ = "heldout-qdq"  # Pipeline.qdq_logits on each held-out window
 KINDS = (QUANTIZE, FLOW, SMOKE, LLM_CONFIG, FP32_REFERENCE, QDQ_LOGITS, TRANSFORMERS_LOGITS,
-         RUNNERS)
+         RUNNERS, HELDOUT_FP32, HELDOUT_QDQ)
 
 # What each fixture makes the pipeline build for the item's case and target: a step kind, or
 # (kind, arg). Table order is the order within one item.
@@ -65,6 +67,9 @@ FIXTURE_NEEDS: dict[str, tuple[Need, ...]] = {
     # suites/smoke/test_smoke.py
     "block_16a8w": ((SMOKE, "16a8w"),),
     "block_fp16": ((SMOKE, "fp16"),),
+    # suites/conftest.py: the held-out windows' fp32 and QDQ logits (perplexity)
+    "heldout_fp32": (HELDOUT_FP32,),
+    "heldout_qdq": (HELDOUT_QDQ,),
 }
 # Fixtures whose needs hold for the case and for each lookahead variant it declares
 # (suites/perf/test_lookahead.py: each flow's lookahead build and its hybrid build). The fixture
@@ -142,6 +147,8 @@ def dependencies(step: Step) -> tuple[Step, ...]:
         return (Step(QUANTIZE, **on_target),)
     if step.kind == QDQ_LOGITS:
         return (Step(QUANTIZE, **on_target), Step(FP32_REFERENCE, step.case))
+    if step.kind == HELDOUT_QDQ:
+        return (Step(QUANTIZE, **on_target),)
     if step.kind == TRANSFORMERS_LOGITS:
         return (Step(FP32_REFERENCE, step.case),)
     return ()
@@ -153,7 +160,7 @@ def _step(need: Need, case: ModelCase | None, target: Target) -> Step | None:
         return Step(kind, soc=target.soc.name, backend=target.backend, arg=arg)
     if case is None:
         return None
-    if kind in (LLM_CONFIG, FP32_REFERENCE, TRANSFORMERS_LOGITS):
+    if kind in (LLM_CONFIG, FP32_REFERENCE, TRANSFORMERS_LOGITS, HELDOUT_FP32):
         return Step(kind, case.name)
     return Step(kind, case.name, target.soc.name, target.backend, arg)
 

@@ -227,9 +227,17 @@ def _build(pipeline: Pipeline, step: p.Step) -> None:
 def _references(pipeline: Pipeline, step: p.Step, case: ModelCase, target: Target | None) -> None:
     """The gate's references, on the tokens its fixtures use: the eval prompt as every run
     encodes it, the fp32 continuation of it (suites/gate/conftest.py,
-    test_transformers_reference.py)."""
+    test_transformers_reference.py); the held-out windows' logits (suites/conftest.py)."""
+    from pytest_qnn_genai.checks.perplexity import all_windows, heldout_documents
     from pytest_qnn_genai.runtime.tokenizer import encode, load_tokenizer
 
+    if step.kind in (p.HELDOUT_FP32, p.HELDOUT_QDQ):
+        for w in all_windows(heldout_documents(case)):
+            if step.kind == p.HELDOUT_FP32:
+                pipeline.fp32_logits(case, list(w.context), list(w.continuation))
+            elif target is not None:
+                pipeline.qdq_logits(case, target, list(w.context), list(w.continuation))
+        return
     prompt = encode(load_tokenizer(case.path("tokenizer_model")), case.eval_prompt)
     fp32 = pipeline.fp32_reference(case, prompt)
     if step.kind == p.QDQ_LOGITS and target is not None:

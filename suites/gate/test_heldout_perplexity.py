@@ -14,10 +14,9 @@ from pytest_qnn_genai.checks import parity, perplexity
 
 
 def test_heldout_perplexity(qnn_pipeline, qnn_case, qnn_target, qnn_pte, heldout_documents,
-                            heldout_fp32, heldout_target, qnn_record) -> None:
+                            heldout_fp32, heldout_qdq, heldout_target, qnn_record) -> None:
     docs = heldout_documents
-    qdq = [qnn_pipeline.qdq_logits(qnn_case, qnn_target, list(w.context), list(w.continuation))
-           for w in perplexity.all_windows(docs)]
+    qdq = heldout_qdq
     target = heldout_target(qnn_pipeline, qnn_case, qnn_target, qnn_pte.pte, docs,
                             qnn_pipeline.pte_entry(qnn_case, qnn_target).digest)
     scores = [perplexity.score(phase, docs, rows)

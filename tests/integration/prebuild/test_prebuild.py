@@ -71,6 +71,33 @@ def test_without_prebuild_the_test_builds(pytester: pytest.Pytester) -> None:
     assert "[qnn-genai] build smoke-lower attention-fp16 SM8650-htp-emulator: done" in errors
 
 
+HELDOUT_FP32_USER = """
+def test_scores_the_heldout_windows(heldout_fp32, qnn_target, qnn_cache):
+    assert heldout_fp32 and (qnn_cache.stats.builds, qnn_cache.stats.hits) == (
+        0, len(heldout_fp32)), qnn_cache.stats
+"""
+
+
+@pytest.mark.usefixtures("qnn_env")
+def test_the_heldout_step_builds_the_entries_the_suites_fixture_reads(
+        pytester: pytest.Pytester) -> None:
+    """The real suites' ``heldout_fp32`` fixture (suites/conftest.py) finds every window's fp32
+    logits built by the prebuild's ``heldout-fp32`` step: hits only. Windows cut otherwise than
+    the fixture cuts them (other tokens, other lengths) would be other keys: the test's own
+    builds."""
+    pytester.makeconftest((ROOT / "suites" / "conftest.py").read_text())
+    pytester.makepyfile(test_heldout=WAIT_FOR_PREBUILD + HELDOUT_FP32_USER)
+    result = pytester.runpytest_subprocess(
+        "-p", "no:randomly", "-p", "no:cacheprovider", "--soc", "SM8650", "--models",
+        "stories260k", "-k", "emulator", timeout=900)
+    result.assert_outcomes(passed=1)
+    errors = "\n".join(result.errlines)
+    assert "[qnn-genai] prebuild: 1 cache entries the selected tests need" in errors, errors
+    assert "[qnn-genai] prebuild: 1 built in" in errors, errors
+    assert "[qnn-genai] prebuild fp32-logits stories260k: done" in errors, errors
+    assert "[qnn-genai] build " not in errors  # no build of the test's own
+
+
 def _legacy_prebuild_config(cache: Path, sdk_root: Path) -> PrebuildConfig:
     return PrebuildConfig(cache_dir=str(cache), qnn_sdk=str(sdk_root), session_start=time.time(),
                           slots=1)

@@ -47,17 +47,19 @@ def test_the_gate_plans_every_cases_builds_once(pytester: pytest.Pytester) -> No
     cases = list(registry.available())
     assert len(steps) == len(set(steps))
     for case in cases:
-        for step in ("quantize", "flow new", "flow legacy", "flow genai", "qdq-logits"):
+        for step in ("quantize", "flow new", "flow legacy", "flow genai", "qdq-logits",
+                     "heldout-qdq"):
             assert f"{step} {case} SM8650-htp" in steps, (step, case, steps)
-        assert steps.index(f"quantize {case} SM8650-htp") < steps.index(
-            f"flow new {case} SM8650-htp")
+        for after in ("flow new", "heldout-qdq"):
+            assert steps.index(f"quantize {case} SM8650-htp") < steps.index(
+                f"{after} {case} SM8650-htp")
         assert {f"llm-config {case}", f"fp32-reference {case}",
-                f"transformers-logits {case}"} <= set(steps)
+                f"transformers-logits {case}", f"heldout-fp32 {case}"} <= set(steps)
     assert {"smoke 16a8w SM8650-htp", "smoke fp16 SM8650-htp"} <= set(steps)
     # no other SoC, no variant the default --qnn-ab (legacy:new) does not name, no runners
     # (their x86-runner items are skipped without --executorch-src)
     assert not [s for s in steps if "SM8750" in s or "@" in s or s.startswith("runners")]
-    assert len(steps) == len(cases) * 8 + 2
+    assert len(steps) == len(cases) * 10 + 2
 
 
 def test_the_lookahead_test_plans_its_builds_on_upstreams_runners(pytester: pytest.Pytester,

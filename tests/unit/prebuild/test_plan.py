@@ -55,6 +55,17 @@ def test_references_follow_what_they_read() -> None:
                      Step(p.TRANSFORMERS_LOGITS, STORIES.name)]
 
 
+def test_the_heldout_windows_logits_are_planned_the_qdq_ones_after_quantize() -> None:
+    """suites/conftest.py's held-out fixtures: each window's fp32 logits (per case) and QDQ
+    logits (per case and build target); without the plan entries the tests build them at the
+    end of a cold run, one window after another."""
+    x86 = Target(soc("SM8650"), device=X86_RUNNER)
+    for target in (SM8650, x86):
+        assert p.plan([on(STORIES, target, "heldout_fp32", "heldout_qdq")]) == [
+            Step(p.HELDOUT_FP32, STORIES.name), quantize(STORIES),
+            Step(p.HELDOUT_QDQ, STORIES.name, "SM8650", "htp")]
+
+
 def test_a_narrowed_selection_plans_only_its_own_builds() -> None:
     """``-k smoke`` / ``--models`` narrowing: only the selected items' entries."""
     assert p.plan([Request(frozenset({"block_fp16", "qnn_pipeline"}), None, SM8650)]) == [
