@@ -5,15 +5,21 @@ owns the prebuild (the only process without xdist; worker ``gw0`` under xdist, s
 controller collects nothing) describes the selected items as plan requests and starts the
 prebuild process for the plan; nothing starts under ``--collect-only``, with
 ``--no-qnn-prebuild`` or for an empty plan. At the session's end it is stopped: at once when no
-test can need it any more (no xdist, one worker, an interrupted or failed-fast session), else
-drained (``gw0`` may end while another worker waits on one of its builds). Its build statistics
-join this process's, so the summary counts its builds.
+test can need it any more (no xdist, one worker, an interrupted or failed-fast session), else it
+builds on until every other worker has ended: ``gw0`` may run out of tests while another worker
+has tests to come that need entries still planned (measured: stopping it there left a lookahead
+compile, 95 s, to a test at the end of a cold gate). Each other worker says it has ended with a
+file in a folder named by xdist's ``testrunuid`` (:func:`worker_ended`), which ``gw0`` watches
+and removes. Its build statistics join this process's, so the summary counts its builds.
 """
 from __future__ import annotations
 
 import atexit
 import os
+import shutil
+import tempfile
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
@@ -55,6 +61,30 @@ def session_plan(session: QnnSession, items: Sequence[pytest.Item]) -> list[Step
     return plan(requests(items), runners_src)
 
 
+def ended_folder(config: pytest.Config) -> Path | None:
+    """Where this run's xdist workers say they have ended (None without xdist)."""
+    run = (getattr(config, "workerinput", None) or {}).get("testrunuid")
+    return None if run is None else Path(tempfile.gettempdir()) / f"qnn-genai-ended-{run}"
+
+
+def worker_ended(config: pytest.Config) -> None:
+    """Say that this worker has ended, if the owner of the prebuild waits for it (its folder
+    exists while the prebuild runs)."""
+    folder = ended_folder(config)
+    worker = (getattr(config, "workerinput", None) or {}).get("workerid")
+    if folder is not None and folder.is_dir() and worker != OWNER_WORKER:
+        try:
+            (folder / str(worker)).touch()
+        except OSError:
+            pass  # the owner removed the folder meanwhile: it waits for nobody any more
+
+
+def others_ended(config: pytest.Config, workers: int) -> bool:
+    """True once every other worker has said it has ended."""
+    folder = ended_folder(config)
+    return folder is None or len(list(folder.glob("gw*"))) >= workers - 1
+
+
 def owns_prebuild(config: pytest.Config) -> bool:
     """True for the process that starts the prebuild: no xdist, or worker ``gw0``."""
     worker_input = getattr(config, "workerinput", None)
@@ -83,15 +113,27 @@ def start(session: QnnSession, items: Sequence[pytest.Item]) -> launch.PrebuildP
                                "what they need")
         return None
     atexit.register(process.stop)  # e.g. an internal error: never outlive this process
+    folder = ended_folder(config)
+    if folder is not None:
+        folder.mkdir(exist_ok=True)
+        atexit.register(shutil.rmtree, folder, True)
     return process
 
 
 def stop(session: QnnSession, process: launch.PrebuildProcess | None, stopped: bool) -> None:
-    """End the prebuild (drained when another worker may still wait on it) and add its build
-    statistics to this process's (``session.worker_stats``: what this process reports)."""
+    """End the prebuild (building on while another worker may still need it) and add its build
+    statistics to this process's (``session.worker_stats``: what this process reports); in
+    another worker, say it has ended."""
+    config, workers = session.config, session.workers
     if process is None:
+        worker_ended(config)
         return
-    others_may_wait = session.workers is not None and session.workers > 1 and not stopped
-    stats = process.drain() if others_may_wait else process.stop()
+    if workers is not None and workers > 1 and not stopped:
+        stats = process.finish(lambda: others_ended(config, workers))
+    else:
+        stats = process.stop()
+    folder = ended_folder(config)
+    if folder is not None:
+        shutil.rmtree(folder, ignore_errors=True)
     session.worker_stats.merge(stats)
 

@@ -6,9 +6,11 @@ reaches pytest, which stops it), with this package's folder first on its ``PYTHO
 run the very code the tests run: the code is in the cache keys), its stdin a pipe from this
 process, its progress lines on ``terminal_fd`` and its build output in the folder's log.
 :meth:`PrebuildProcess.stop` ends it (the pipe closed: it kills its builds' process groups and
-exits), :meth:`PrebuildProcess.drain` lets its running steps finish first. Both are bounded,
-then SIGKILL; both read its statistics and remove the folder. If this process dies, the kernel
-closes the pipe and the prebuild process stops the same way: it never outlives the session.
+exits), :meth:`PrebuildProcess.drain` lets its running steps finish first,
+:meth:`PrebuildProcess.finish` lets it build the rest of its plan while other processes may
+still need it. All are bounded, then SIGKILL; all read its statistics and remove the folder.
+If this process dies, the kernel closes the pipe and the prebuild process stops the same way: it
+never outlives the session.
 """
 from __future__ import annotations
 
@@ -18,7 +20,8 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest_qnn_genai
@@ -28,6 +31,7 @@ from pytest_qnn_genai.untyped import Json
 
 STOP_TIMEOUT_S = 30.0  # to kill its builds and exit after the pipe is closed
 DRAIN_TIMEOUT_S = 1500.0  # for the running steps to finish (llama.py's own bound is 1200 s)
+FINISH_TIMEOUT_S = 3600.0  # for the plan to be built while other workers may still need it
 
 
 class PrebuildProcess:
@@ -54,6 +58,18 @@ class PrebuildProcess:
         except subprocess.TimeoutExpired:
             return False
         return True
+
+    def finish(self, others_done: Callable[[], bool], timeout_s: float = FINISH_TIMEOUT_S,
+               poll_s: float = 1.0) -> dict[str, Json]:
+        """Let it build its whole plan until ``others_done()`` (the processes that may need its
+        entries have all ended: what is left nobody asks for) or ``timeout_s``, then stop it
+        (after the timeout its running steps may finish first: :meth:`drain`)."""
+        deadline = time.monotonic() + timeout_s
+        while self.running and not others_done():
+            if time.monotonic() >= deadline:
+                return self.drain()
+            self.wait(poll_s)
+        return self.stop()
 
     def drain(self, timeout_s: float = DRAIN_TIMEOUT_S) -> dict[str, Json]:
         """Start no more steps, let the running ones finish (up to ``timeout_s``), then stop."""

@@ -98,6 +98,46 @@ def test_the_heldout_step_builds_the_entries_the_suites_fixture_reads(
     assert "[qnn-genai] build " not in errors  # no build of the test's own
 
 
+GROUPS = """
+import time
+import pytest
+
+@pytest.fixture(scope="session", autouse=True)
+def later(worker_id):
+    if worker_id != "gw0":
+        time.sleep(3)  # gw0 has ended: its session end decides what becomes of the plan
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        item.add_marker(pytest.mark.xdist_group("late" if "smoke" in item.nodeid else "early"))
+"""
+EARLY = """
+def test_early(worker_id):
+    assert worker_id == "gw0"  # the owner of the prebuild runs out of tests first
+"""
+
+
+@pytest.mark.usefixtures("qnn_env")
+def test_the_owner_ends_first_and_the_prebuild_builds_on_for_the_other_worker(
+        pytester: pytest.Pytester) -> None:
+    """Under ``-n 2`` worker ``gw0`` starts the prebuild and may run out of tests while ``gw1``
+    has tests to come that need planned entries: the prebuild builds on until ``gw1`` has ended
+    (stopped at gw0's end, nothing of the plan was started: ``2 not started``, and gw1 built the
+    blocks itself, one after the other)."""
+    pytester.makeconftest(GROUPS)
+    pytester.makepyfile(test_early=EARLY,
+                        test_smoke=(ROOT / "suites" / "smoke" / "test_smoke.py").read_text())
+    result = pytester.runpytest_subprocess(
+        "-p", "no:randomly", "-p", "no:cacheprovider", "--soc", "SM8650", "-n", "2",
+        "--dist", "loadgroup", "-k", "test_early or test_only_qnn_delegate and emulator",
+        timeout=900)
+    result.assert_outcomes(passed=3)
+    errors = "\n".join(result.errlines)
+    assert "[qnn-genai] prebuild: 2 cache entries the selected tests need" in errors, errors
+    assert "not started" not in errors, errors
+    assert re.search(r"\[qnn-genai\] prebuild: (\d built(, )?)?(\d cached)? in", errors), errors
+
+
 def _legacy_prebuild_config(cache: Path, sdk_root: Path) -> PrebuildConfig:
     return PrebuildConfig(cache_dir=str(cache), qnn_sdk=str(sdk_root), session_start=time.time(),
                           slots=1)
