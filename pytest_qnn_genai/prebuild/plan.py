@@ -5,7 +5,13 @@ names of the fixtures it uses (the whole closure, as pytest resolves it), its mo
 target, and its A/B pair. :func:`plan` turns the requests into :class:`Step` s, each one cache
 entry that :mod:`.process` builds through the same :class:`~pytest_qnn_genai.pipeline.Pipeline`
 the tests use: dependencies first (quantize before the flows built from its graphs and the QDQ
-references), otherwise in the order the items first need them (the order they run in).
+references), the long builds (:data:`LONG_KINDS`: quantize, flows, the runners; minutes each)
+before the short ones (references, logits, smoke blocks, configs; seconds each), each group in the
+order the items first need them (the order they run in). Measured: in first-need order the
+prebuild's one in-process lane spent minutes on a case's references and held-out logits before
+starting the lookahead variant's quantize, whose compile then ran alone at the end of a cold gate
+(60 + 108 s, one core idle); a short entry a test needs before the prebuild reaches it is built
+by that test, on its own worker.
 
 What a fixture asks the pipeline for is :data:`FIXTURE_NEEDS` (the plugin's and the suites'
 fixtures). A fixture missing from it is only a build not started ahead: the test builds it when
@@ -44,6 +50,7 @@ HELDOUT_FP32 = "heldout-fp32"  # Pipeline.fp32_logits on each held-out window
 HELDOUT_QDQ = "heldout-qdq"  # Pipeline.qdq_logits on each held-out window
 KINDS = (QUANTIZE, FLOW, SMOKE, LLM_CONFIG, FP32_REFERENCE, QDQ_LOGITS, TRANSFORMERS_LOGITS,
          RUNNERS, HELDOUT_FP32, HELDOUT_QDQ)
+LONG_KINDS = (QUANTIZE, FLOW, RUNNERS)  # minutes each; the other kinds take seconds
 
 # What each fixture makes the pipeline build for the item's case and target: a step kind, or
 # (kind, arg). Table order is the order within one item.
@@ -182,9 +189,10 @@ def lookahead_variant_names(case: ModelCase) -> tuple[str, ...]:
 
 
 def plan(requests: Iterable[Request], runners_src: Path | None = None) -> list[Step]:
-    """Every step the requests need, each once, dependencies before dependents, otherwise in
-    first-need order. ``runners_src``: the tree upstream's x86 runners are built from (None:
-    they are not built this session, e.g. a prebuilt ``--runner``)."""
+    """Every step the requests need, each once, dependencies before dependents, long builds
+    before short steps, otherwise in first-need order. ``runners_src``: the tree upstream's x86
+    runners are built from (None: they are not built this session, e.g. a prebuilt
+    ``--runner``)."""
     steps: dict[Step, None] = {}
 
     def add(step: Step | None) -> None:
@@ -216,4 +224,6 @@ def plan(requests: Iterable[Request], runners_src: Path | None = None) -> list[S
             for variant in request.ab_pair:
                 add(_variant_step(request.case, variant, target))
             add(_step(LLM_CONFIG, request.case, target))
-    return list(steps)
+    # long builds first (a stable partition: no long build depends on a short step, so every
+    # dependency stays before its dependents)
+    return sorted(steps, key=lambda step: step.kind not in LONG_KINDS)

@@ -7,7 +7,7 @@ Contract of :func:`run_steps`:
 - at most ``slots`` steps run at once, and at most one that builds in this process (the
   interpreter is shared: two in-process builds on threads only take turns), so a subprocess build
   (llama.py, cmake) overlaps the in-process one;
-- the first ready step in plan order starts first (the plan is in first-need order);
+- the first ready step in plan order starts first (the plan: long builds first, then first need);
 - a step's exception is its outcome (``failed``), reported in one line; it never stops the others;
 - once ``draining`` is set no step starts; the running ones finish and the call returns;
 - a step whose ``execute`` raises :class:`StepBusy` (another process is building its entry, e.g.

@@ -60,6 +60,10 @@ def test_the_gate_plans_every_cases_builds_once(pytester: pytest.Pytester) -> No
     # (their x86-runner items are skipped without --executorch-src)
     assert not [s for s in steps if "SM8750" in s or "@" in s or s.startswith("runners")]
     assert len(steps) == len(cases) * 10 + 2
+    # the builds of minutes first (quantize, flows): the one in-process lane starts every long
+    # chain before it spends time on references and logits a test may build itself
+    long = [i for i, step in enumerate(steps) if step.split()[0] in ("quantize", "flow")]
+    assert long == list(range(len(long))), steps
 
 
 def test_the_lookahead_test_plans_its_builds_on_upstreams_runners(pytester: pytest.Pytester,

@@ -39,13 +39,15 @@ def test_legacy_needs_nothing_first_and_builds_in_a_subprocess() -> None:
     assert not quantize(STORIES).in_subprocess and not flow("new", STORIES).in_subprocess
 
 
-def test_each_entry_once_in_first_need_order() -> None:
+def test_each_entry_once_long_builds_first_each_group_in_first_need_order() -> None:
+    """The config a run reads takes seconds: it comes after every build of minutes (else the
+    one in-process lane spends them on it first, and the longest chain ends later)."""
     steps = p.plan([on(LLAMA3, SM8650, "qnn_pte"), on(STORIES, SM8650, "legacy_artifacts"),
                     on(LLAMA3, SM8650, "qnn_run", "legacy_artifacts"),
                     on(STORIES, SM8650, "qnn_pte")])
     assert steps == [quantize(LLAMA3), flow("new", LLAMA3), flow("legacy", STORIES),
-                     Step(p.LLM_CONFIG, LLAMA3.name), flow("legacy", LLAMA3), quantize(STORIES),
-                     flow("new", STORIES)]
+                     flow("legacy", LLAMA3), quantize(STORIES), flow("new", STORIES),
+                     Step(p.LLM_CONFIG, LLAMA3.name)]
 
 
 def test_references_follow_what_they_read() -> None:
@@ -62,7 +64,7 @@ def test_the_heldout_windows_logits_are_planned_the_qdq_ones_after_quantize() ->
     x86 = Target(soc("SM8650"), device=X86_RUNNER)
     for target in (SM8650, x86):
         assert p.plan([on(STORIES, target, "heldout_fp32", "heldout_qdq")]) == [
-            Step(p.HELDOUT_FP32, STORIES.name), quantize(STORIES),
+            quantize(STORIES), Step(p.HELDOUT_FP32, STORIES.name),
             Step(p.HELDOUT_QDQ, STORIES.name, "SM8650", "htp")]
 
 
