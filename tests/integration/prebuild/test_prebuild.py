@@ -110,6 +110,22 @@ def later(worker_id):
 def pytest_collection_modifyitems(items):
     for item in items:
         item.add_marker(pytest.mark.xdist_group("late" if "smoke" in item.nodeid else "early"))
+
+def pytest_xdist_make_scheduler(config, log):
+    from xdist.scheduler import LoadGroupScheduling
+
+    class EarlyGroupToGw0(LoadGroupScheduling):
+        # loadgroup hands the first group of its queue (with --no-loadscope-reorder the early
+        # one: test_early.py collects first) to the first worker that came up, gw0 or gw1 by
+        # chance; this puts gw0 first (xdist 3.8 keeps the workers in assigned_work's order)
+
+        def schedule(self):
+            if self.collection is None:
+                self.assigned_work = dict(
+                    sorted(self.assigned_work.items(), key=lambda kv: kv[0].gateway.id))
+            super().schedule()
+
+    return EarlyGroupToGw0(config, log)
 """
 EARLY = """
 def test_early(worker_id, request):  # the scenario needs gw0, the prebuild's owner, here
@@ -127,16 +143,13 @@ def test_the_owner_ends_first_and_the_prebuild_builds_on_for_the_other_worker(
     pytester.makeconftest(GROUPS)
     pytester.makepyfile(test_early=EARLY,
                         test_smoke=(ROOT / "suites" / "smoke" / "test_smoke.py").read_text())
-    for _ in range(3):  # xdist gives the early group to either worker: gw0 must have it
-        result = pytester.runpytest_subprocess(
-            "-p", "no:randomly", "-p", "no:cacheprovider", "--soc", "SM8650", "-n", "2",
-            "--dist", "loadgroup", "-k", "test_early or test_only_qnn_delegate and emulator",
-            timeout=900)
-        if (pytester.path / "early_worker").read_text() == "gw0":
-            break
-    else:
-        pytest.skip("xdist gave the early test to gw1 three times: gw0 never ended first")
+    result = pytester.runpytest_subprocess(
+        "-p", "no:randomly", "-p", "no:cacheprovider", "--soc", "SM8650", "-n", "2",
+        "--dist", "loadgroup", "--no-loadscope-reorder",
+        "-k", "test_early or test_only_qnn_delegate and emulator",
+        timeout=900)
     result.assert_outcomes(passed=3)
+    assert (pytester.path / "early_worker").read_text() == "gw0"  # the scenario was exercised
     errors = "\n".join(result.errlines)
     assert "[qnn-genai] prebuild: 2 cache entries the selected tests need" in errors, errors
     assert "not started" not in errors, errors
