@@ -6,6 +6,7 @@
     python scripts/bench_harness.py cold-cores [--soc SM8650] [--models NAME] [--one-worker-first]
                                                [--only default|one]
     python scripts/bench_harness.py build-cpu [--soc SM8650] [--models NAME]   # ~6 minutes
+    python scripts/bench_harness.py threads                                    # ~1 minute
     python scripts/bench_harness.py all
 
 overhead   host-runner overhead over raw ``Method.execute``: per round, ``runner_overhead_s``
@@ -28,6 +29,10 @@ build-cpu  how many cores one build keeps busy: the new flow's quantize + compil
            time, each with its wall time and its CPU seconds (this process's and its waited-for
            children's). A build that keeps both cores busy alone leaves a second worker nothing
            to gain: what ``cold-cores``' ratio can reach is bounded by it.
+threads    what torch's threads cost when processes share the cores: one torch workload (matmuls
+           and a reduction) alone, then in as many processes at once as there are cores, with
+           torch's default threads and with one thread each: wall and CPU seconds per process
+           (the measurement behind ``pytest_qnn_genai/plugin/threads.py``).
 """
 from __future__ import annotations
 
@@ -194,6 +199,37 @@ def build_cpu(soc_name: str, models: str | None) -> list[tuple[str, str]]:
     return rows
 
 
+TORCH_WORK = """
+import resource, sys, time, torch
+a, b, x = torch.randn(512, 512), torch.randn(512, 512), torch.randn(4096, 4096)
+start, used = time.perf_counter(), resource.getrusage(resource.RUSAGE_SELF)
+for _ in range(400):
+    a @ b
+    (x * 1.0001).sum()
+now = resource.getrusage(resource.RUSAGE_SELF)
+print(torch.get_num_threads(), time.perf_counter() - start,
+      now.ru_utime + now.ru_stime - used.ru_utime - used.ru_stime)
+"""
+
+
+def threads_cost() -> list[tuple[str, str]]:
+    """The torch workload alone and in one process per core at once, default and 1 thread."""
+    cores = len(os.sched_getaffinity(0))
+    rows = []
+    for together in (1, cores):
+        for threads in (None, "1"):
+            env = {k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"}
+            if threads:
+                env["OMP_NUM_THREADS"] = threads
+            procs = [subprocess.Popen([sys.executable, "-c", TORCH_WORK], env=env, text=True,
+                                      stdout=subprocess.PIPE) for _ in range(together)]
+            out = [p.communicate(timeout=600)[0].split() for p in procs]
+            rows.append((f"{together} process(es), {out[0][0]} thread(s) each",
+                         ", ".join(f"{float(w):.1f} s wall {float(c):.1f} CPU s"
+                                   for _, w, c in out)))
+    return rows
+
+
 def cold_cores(soc_name: str, models: str | None, one_worker_first: bool,
                only: str | None = None) -> list[tuple[str, str]]:
     import resource
@@ -240,7 +276,7 @@ def main(argv: list[str] | None = None) -> int:
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("what", choices=("overhead", "cold-warm", "cold-cores", "build-cpu",
-                                         "all"))
+                                         "threads", "all"))
     parser.add_argument("--cache-dir", type=Path, default=default_cache_dir())
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--max-new-tokens", type=int, default=24)
@@ -262,6 +298,8 @@ def main(argv: list[str] | None = None) -> int:
         rows += cold_cores(a.soc, a.models, a.one_worker_first, a.only)
     if a.what == "build-cpu":
         rows += build_cpu(a.soc, a.models)
+    if a.what == "threads":
+        rows += threads_cost()
     print(_table(rows))
     return 0
 

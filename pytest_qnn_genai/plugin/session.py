@@ -26,7 +26,7 @@ from pytest_qnn_genai.cache.remote import open_remote
 from pytest_qnn_genai.checks.parity import ParityTable
 from pytest_qnn_genai.figures import FAIL, problem
 from pytest_qnn_genai.models import registry
-from pytest_qnn_genai.plugin import marks, options, prebuild, summary
+from pytest_qnn_genai.plugin import marks, options, prebuild, summary, threads
 from pytest_qnn_genai.report.results import Header, Record, ResultsFile, ResultsFileError
 from pytest_qnn_genai.sdk import QnnSdk, SdkError, activate, resolve_sdk
 from pytest_qnn_genai.sdk.versions import dist_version, stack
@@ -174,7 +174,8 @@ class QnnSession:
 
     def modify_items(self, items: list[pytest.Item]) -> None:
         """Skip what the marks exclude; check perf goldens and phones when tests need them; then
-        start building ahead what the selected tests need."""
+        share the cores among the run's processes (``threads``) and start building ahead what
+        the selected tests need."""
         for item in items:
             reason = marks.skip_reason(item, self.settings)
             if reason:
@@ -191,6 +192,8 @@ class QnnSession:
             if (self.settings.devices and not self.devices_checked
                     and any(_drives_phone(item) for item in items)):
                 self.check_devices()
+        if not self.config.option.collectonly:  # before the prebuild starts: it inherits this
+            threads.share_cores((self.workers or 1) + (1 if self.settings.prebuild else 0))
         self.prebuild = prebuild.start(self, items)
 
     def require_sdk(self) -> None:
