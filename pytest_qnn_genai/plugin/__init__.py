@@ -58,6 +58,12 @@ def pytest_report_collectionfinish(config: pytest.Config) -> str | None:
     return shard.line() if shard is not None else None
 
 
+@pytest.hookimpl(tryfirst=True)  # before the item's fixtures are set up
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    if SESSION in item.config.stash:
+        item.config.stash[SESSION].before_setup(item)
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None],
                               ) -> Generator[None, pytest.TestReport, pytest.TestReport]:

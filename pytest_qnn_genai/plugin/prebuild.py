@@ -11,6 +11,8 @@ has tests to come that need entries still planned (measured: stopping it there l
 compile, 95 s, to a test at the end of a cold gate). Each other worker says it has ended with a
 file in a folder named by xdist's ``testrunuid`` (:func:`worker_ended`), which ``gw0`` watches
 and removes. Its build statistics join this process's, so the summary counts its builds.
+A measurement (a ``perf`` item) first waits until the prebuild has built its plan
+(:func:`wait_for_builds`, bounded): its rates are not measured beside the builds.
 """
 from __future__ import annotations
 
@@ -27,7 +29,7 @@ import pytest
 from pytest_qnn_genai import progress
 from pytest_qnn_genai.models.registry import ModelCase
 from pytest_qnn_genai.plugin import marks
-from pytest_qnn_genai.prebuild import launch
+from pytest_qnn_genai.prebuild import building, launch
 from pytest_qnn_genai.prebuild.plan import Request, Step, plan
 from pytest_qnn_genai.prebuild.process import PrebuildConfig
 
@@ -38,6 +40,8 @@ OWNER_WORKER = "gw0"
 # At most this many builds at once: one in-process build plus subprocess builds (llama.py, cmake),
 # each about one core and a few GB; the tests run beside them.
 MAX_SLOTS = 4
+# A measurement waits at most this long for the prebuild's builds to end (``building``).
+QUIET_TIMEOUT_S = 1800.0
 
 
 def requests(items: Sequence[pytest.Item]) -> Iterator[Request]:
@@ -65,6 +69,17 @@ def ended_folder(config: pytest.Config) -> Path | None:
     """Where this run's xdist workers say they have ended (None without xdist)."""
     run = (getattr(config, "workerinput", None) or {}).get("testrunuid")
     return None if run is None else Path(tempfile.gettempdir()) / f"qnn-genai-ended-{run}"
+
+
+def building_flag(config: pytest.Config) -> Path:
+    """The flag the run's prebuild holds while it builds (the same path in every worker)."""
+    run = (getattr(config, "workerinput", None) or {}).get("testrunuid") or f"pid{os.getpid()}"
+    return Path(tempfile.gettempdir()) / f"qnn-genai-building-{run}"
+
+
+def wait_for_builds(config: pytest.Config) -> float:
+    """Before a measurement: wait until the run's prebuild has built its plan (bounded)."""
+    return building.wait_done(building_flag(config), QUIET_TIMEOUT_S, progress.stderr_writer)
 
 
 def worker_ended(config: pytest.Config) -> None:
@@ -106,7 +121,8 @@ def start(session: QnnSession, items: Sequence[pytest.Item]) -> launch.PrebuildP
         process = launch.start(steps, PrebuildConfig(
             cache_dir=str(s.cache_dir), qnn_sdk=s.qnn_sdk, session_start=session.started,
             rebuild_before=session.rebuild_before, cache_max_gb=s.cache_max_gb,
-            remote_cache=s.remote_cache, slots=max(1, min(cores, MAX_SLOTS))),
+            remote_cache=s.remote_cache, slots=max(1, min(cores, MAX_SLOTS)),
+            building_flag=str(building_flag(config))),
             terminal_fd=progress.terminal_fd())
     except OSError as e:  # building ahead is an optimisation: the tests build what they need
         progress.stderr_writer(f"[qnn-genai] prebuild: cannot start ({e}); the tests build "

@@ -26,7 +26,7 @@ from pytest_qnn_genai.cache.remote import open_remote
 from pytest_qnn_genai.checks.parity import ParityTable
 from pytest_qnn_genai.figures import FAIL, problem
 from pytest_qnn_genai.models import registry
-from pytest_qnn_genai.plugin import marks, options, prebuild, summary, threads
+from pytest_qnn_genai.plugin import marks, options, order, prebuild, summary, threads
 from pytest_qnn_genai.report.results import Header, Record, ResultsFile, ResultsFileError
 from pytest_qnn_genai.sdk import QnnSdk, SdkError, activate, resolve_sdk
 from pytest_qnn_genai.sdk.versions import dist_version, stack
@@ -173,9 +173,10 @@ class QnnSession:
                                  scope="session")
 
     def modify_items(self, items: list[pytest.Item]) -> None:
-        """Skip what the marks exclude; check perf goldens and phones when tests need them; then
-        share the cores among the run's processes (``threads``) and start building ahead what
-        the selected tests need."""
+        """Run the measurements last (``order``); skip what the marks exclude; check perf goldens
+        and phones when tests need them; then share the cores among the run's processes
+        (``threads``) and start building ahead what the selected tests need."""
+        order.measurements_last(items)
         for item in items:
             reason = marks.skip_reason(item, self.settings)
             if reason:
@@ -195,6 +196,11 @@ class QnnSession:
         if not self.config.option.collectonly:  # before the prebuild starts: it inherits this
             threads.share_cores((self.workers or 1) + (1 if self.settings.prebuild else 0))
         self.prebuild = prebuild.start(self, items)
+
+    def before_setup(self, item: pytest.Item) -> None:
+        """A measurement waits until the run's prebuild has built its plan (``order``)."""
+        if item.get_closest_marker(order.MEASUREMENT_MARK):
+            prebuild.wait_for_builds(self.config)
 
     def require_sdk(self) -> None:
         """Provision the SDK now; a missing compiler or SDK is one usage-error line."""

@@ -30,6 +30,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -39,6 +40,7 @@ from pytest_qnn_genai.cache import ArtifactCache, CacheEntry
 from pytest_qnn_genai.cache.layout import lock_path
 from pytest_qnn_genai.cache.lock import KeyLock
 from pytest_qnn_genai.files import write_text_atomic
+from pytest_qnn_genai.prebuild import building
 from pytest_qnn_genai.prebuild import plan as p
 from pytest_qnn_genai.prebuild.schedule import Outcome, StepBusy, first_line, run_steps
 from pytest_qnn_genai.untyped import Json
@@ -66,6 +68,7 @@ class PrebuildConfig:
     deadline_s: float = 4 * 3600.0
     stats_file: str = ""
     log: str = ""
+    building_flag: str = ""  # held while the steps run (``building.held``), if set
 
     def to_dict(self) -> dict[str, Json]:
         return dataclasses.asdict(self)
@@ -280,10 +283,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         progress.stderr_writer(f"[qnn-genai] prebuild: cannot start ({first_line(e)}); the "
                                "tests build what they need")
         return 1
-    outcome: Outcome = run_steps(
-        steps, lambda step: execute(pipeline, step), p.dependencies, slots=config.slots,
-        draining=draining, report=progress.stderr_writer,
-        on_done=lambda: _write_stats(pipeline.cache, config.stats_file))
+    flag = building.held(Path(config.building_flag)) if config.building_flag else nullcontext()
+    with flag:
+        outcome: Outcome = run_steps(
+            steps, lambda step: execute(pipeline, step), p.dependencies, slots=config.slots,
+            draining=draining, report=progress.stderr_writer,
+            on_done=lambda: _write_stats(pipeline.cache, config.stats_file))
     _write_stats(pipeline.cache, config.stats_file)
     left = len(steps) - len(outcome.results)
     progress.stderr_writer(

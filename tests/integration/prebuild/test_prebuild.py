@@ -6,6 +6,7 @@ after it starts.
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import signal
@@ -18,6 +19,7 @@ import pytest
 
 from pytest_qnn_genai.prebuild import launch
 from pytest_qnn_genai.prebuild import plan as p
+from pytest_qnn_genai.prebuild.building import wait_done
 from pytest_qnn_genai.prebuild.process import PrebuildConfig, children
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -193,15 +195,21 @@ def _gone(pgid: int, timeout_s: float = 10.0) -> bool:
 
 def test_stopping_kills_the_prebuilds_own_subprocess_builds(tmp_path: Path,
                                                              emulator_sdk_root: Path) -> None:
-    process = launch.start([LEGACY], _legacy_prebuild_config(tmp_path / "cache", emulator_sdk_root))
+    """Also: while it builds it holds its "still building" flag, which a measurement waits for,
+    and its end (killed here) frees it."""
+    flag = tmp_path / "building"
+    process = launch.start([LEGACY], dataclasses.replace(
+        _legacy_prebuild_config(tmp_path / "cache", emulator_sdk_root), building_flag=str(flag)))
     try:
         group = _wait_for_a_build_subprocess(process.pid)
+        assert wait_done(flag, 0.5, lambda _: None) >= 0.5  # held: a measurement would wait
         start = time.monotonic()
         process.stop()
         assert time.monotonic() - start < launch.STOP_TIMEOUT_S
         assert not process.running and process.proc.returncode != 0
         assert _gone(group), f"llama.py's process group {group} outlived the prebuild"
         assert not process.folder.exists()
+        assert wait_done(flag, 60, lambda _: None) < 1.0
     finally:
         process.stop()
 
@@ -210,6 +218,7 @@ PARENT = """
 import sys, time
 from pathlib import Path
 from pytest_qnn_genai.prebuild import launch
+from pytest_qnn_genai.prebuild.building import wait_done
 from pytest_qnn_genai.prebuild.plan import Step
 from pytest_qnn_genai.prebuild.process import PrebuildConfig
 
