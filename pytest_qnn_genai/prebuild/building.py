@@ -26,9 +26,14 @@ POLL_S = 1.0
 
 @contextlib.contextmanager
 def held(flag: Path) -> Iterator[None]:
-    """Hold ``flag`` (see the module contract) while the block runs."""
+    """Hold ``flag`` (see the module contract) while the block runs; where it cannot be made
+    (an unwritable temporary folder), the block runs without it: nothing waits."""
     part = flag.with_name(f"{flag.name}.{os.getpid()}.part")
-    fd = os.open(part, os.O_CREAT | os.O_RDWR, 0o644)
+    try:
+        fd = os.open(part, os.O_CREAT | os.O_RDWR, 0o644)
+    except OSError:
+        yield
+        return
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         os.replace(part, flag)  # appears locked: a waiter never sees it free too early

@@ -78,3 +78,11 @@ def test_a_dead_prebuild_leaves_no_wait(tmp_path: Path) -> None:
     finally:
         proc.kill()
         proc.wait(30)
+
+
+def test_without_a_place_for_the_flag_the_builds_go_on(tmp_path: Path) -> None:
+    flag = tmp_path / "missing-folder" / "building"
+    ran = []
+    with held(flag):
+        ran.append(True)
+    assert ran and wait_done(flag, 60, lambda _: None) == 0.0
