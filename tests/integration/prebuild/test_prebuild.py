@@ -218,7 +218,6 @@ PARENT = """
 import sys, time
 from pathlib import Path
 from pytest_qnn_genai.prebuild import launch
-from pytest_qnn_genai.prebuild.building import wait_done
 from pytest_qnn_genai.prebuild.plan import Step
 from pytest_qnn_genai.prebuild.process import PrebuildConfig
 
