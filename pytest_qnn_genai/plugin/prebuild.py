@@ -65,15 +65,20 @@ def session_plan(session: QnnSession, items: Sequence[pytest.Item]) -> list[Step
     return plan(requests(items), runners_src)
 
 
+def _worker_input(config: pytest.Config) -> dict[str, object]:
+    """What xdist gave this worker (empty without xdist)."""
+    return getattr(config, "workerinput", None) or {}
+
+
 def ended_folder(config: pytest.Config) -> Path | None:
     """Where this run's xdist workers say they have ended (None without xdist)."""
-    run = (getattr(config, "workerinput", None) or {}).get("testrunuid")
+    run = _worker_input(config).get("testrunuid")
     return None if run is None else Path(tempfile.gettempdir()) / f"qnn-genai-ended-{run}"
 
 
 def building_flag(config: pytest.Config) -> Path:
     """The flag the run's prebuild holds while it builds (the same path in every worker)."""
-    run = (getattr(config, "workerinput", None) or {}).get("testrunuid") or f"pid{os.getpid()}"
+    run = _worker_input(config).get("testrunuid") or f"pid{os.getpid()}"
     return Path(tempfile.gettempdir()) / f"qnn-genai-building-{run}"
 
 
@@ -86,7 +91,7 @@ def worker_ended(config: pytest.Config) -> None:
     """Say that this worker has ended, if the owner of the prebuild waits for it (its folder
     exists while the prebuild runs)."""
     folder = ended_folder(config)
-    worker = (getattr(config, "workerinput", None) or {}).get("workerid")
+    worker = _worker_input(config).get("workerid")
     if folder is not None and folder.is_dir() and worker != OWNER_WORKER:
         try:
             (folder / str(worker)).touch()
@@ -102,8 +107,8 @@ def others_ended(config: pytest.Config, workers: int) -> bool:
 
 def owns_prebuild(config: pytest.Config) -> bool:
     """True for the process that starts the prebuild: no xdist, or worker ``gw0``."""
-    worker_input = getattr(config, "workerinput", None)
-    return worker_input is None or worker_input.get("workerid") == OWNER_WORKER
+    worker = _worker_input(config).get("workerid")
+    return worker is None or worker == OWNER_WORKER
 
 
 def start(session: QnnSession, items: Sequence[pytest.Item]) -> launch.PrebuildProcess | None:
@@ -151,5 +156,6 @@ def stop(session: QnnSession, process: launch.PrebuildProcess | None, stopped: b
     folder = ended_folder(config)
     if folder is not None:
         shutil.rmtree(folder, ignore_errors=True)
+    building_flag(config).unlink(missing_ok=True)  # left behind when it was stopped mid-build
     session.worker_stats.merge(stats)
 
