@@ -58,13 +58,17 @@ HOLDER = '''
 import sys, time
 from pathlib import Path
 from pytest_qnn_genai.prebuild.building import held
+gate = Path(sys.argv[2]).with_name("gate")
 with held(Path(sys.argv[1])):
     print("held", flush=True)
-    time.sleep(3)
+    deadline = time.monotonic() + 120  # until the gate test has run (a loaded machine: slow)
+    while not gate.exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    time.sleep(0.5)
     Path(sys.argv[2]).write_text(repr(time.time()))
 '''
 
-def pytest_configure(config):  # a prebuild building: its flag held for 3 s
+def pytest_configure(config):  # a prebuild building: its flag held until the gate test ran
     config.holder = subprocess.Popen(
         [sys.executable, "-c", HOLDER, str(building_flag(config)),
          str(config.rootpath / "released")], stdout=subprocess.PIPE, text=True)
