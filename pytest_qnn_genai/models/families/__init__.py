@@ -28,8 +28,31 @@ if TYPE_CHECKING:
     import torch
     from transformers import PreTrainedModel
 
-    from pytest_qnn_genai.models.case import ModelCase
     from pytest_qnn_genai.untyped import Upstream
+
+
+class CaseFiles(Protocol):
+    """What a family reads of a model case (:class:`~pytest_qnn_genai.models.case.ModelCase`
+    is one): the case finds its family, so a family never imports the case's module."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def folder(self) -> Path: ...
+
+    @property
+    def decoder_model(self) -> str: ...
+
+    @property
+    def max_context_len(self) -> int: ...
+
+    @property
+    def params_dict(self) -> dict[str, Any]: ...
+
+    def path(self, attr: str) -> Path: ...
+
+    def files(self) -> dict[str, Path]: ...
 
 
 class FamilyError(ValueError):
@@ -120,33 +143,33 @@ class Family(Protocol):
         """Every key of the family's checkpoint file and its shape for ``params``."""
         ...
 
-    def check_checkpoint(self, case: ModelCase) -> None:
+    def check_checkpoint(self, case: CaseFiles) -> None:
         """Raise ``ModelCaseError`` (one line) unless the checkpoint's keys and shapes are
         ``expected_shapes(params)``; reads no more of the file than it must."""
         ...
 
-    def load_checkpoint(self, case: ModelCase) -> dict[str, torch.Tensor]:
+    def load_checkpoint(self, case: CaseFiles) -> dict[str, torch.Tensor]:
         """The weights as llama.py hands them to ``static_llama.LlamaModel`` before its
         ``transform_weight`` permute (Meta names: ``layers.{i}.attention.wq.weight``, ...)."""
         ...
 
-    def calibration_tokenizer(self, case: ModelCase) -> Upstream:
+    def calibration_tokenizer(self, case: CaseFiles) -> Upstream:
         """The tokenizer llama.py's ``TokenizerWrapper`` calibrates with for this family (a
         ``pytorch_tokenizers`` object)."""
         ...
 
-    def calibration_ids(self, case: ModelCase, tokenizer: Upstream, prompt: str) -> list[int]:
+    def calibration_ids(self, case: CaseFiles, tokenizer: Upstream, prompt: str) -> list[int]:
         """The tokens llama.py calibrates on for one ``--calib_samples`` user message
         (``DecoderDatasetBuilder.from_conversation``: its chat template, if any, then encode)."""
         ...
 
-    def reference_model(self, case: ModelCase,
+    def reference_model(self, case: CaseFiles,
                         state_dict: dict[str, torch.Tensor] | None = None) -> PreTrainedModel:
         """``HF_CLASS`` holding the case's weights (or ``state_dict``, in the layout
         :meth:`load_checkpoint` returns), fp32, eager attention, eval mode."""
         ...
 
-    def legacy_inputs(self, case: ModelCase, work_dir: Path) -> LegacyInputs:
+    def legacy_inputs(self, case: CaseFiles, work_dir: Path) -> LegacyInputs:
         """llama.py's flags (and environment) for the case's weights and tokenizer; files it
         needs laid out are put under ``work_dir``."""
         ...

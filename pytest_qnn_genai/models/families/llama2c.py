@@ -30,7 +30,7 @@ from pytest_qnn_genai.models.families import LegacyInputs
 if TYPE_CHECKING:
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    from pytest_qnn_genai.models.case import ModelCase
+    from pytest_qnn_genai.models.families import CaseFiles
     from pytest_qnn_genai.untyped import Upstream
 
 NAME = "llama2c"
@@ -185,7 +185,7 @@ def read_checkpoint(path: str | Path, params: dict[str, Any]) -> dict[str, torch
     return {k: v.clone() for k, v in sd.items()}  # off the memory map
 
 
-def load_model(case: ModelCase) -> Transformer:
+def load_model(case: CaseFiles) -> Transformer:
     """The case's checkpoint in :class:`Transformer`, in eval mode."""
     model = Transformer(case.params_dict)
     model.load_state_dict(load_checkpoint(case), strict=True)
@@ -195,17 +195,17 @@ def load_model(case: ModelCase) -> Transformer:
 # -- the family protocol --------------------------------------------------------------------------
 
 
-def check_checkpoint(case: ModelCase) -> None:
+def check_checkpoint(case: CaseFiles) -> None:
     layouts.check_shapes(case.path("checkpoint"),
                          layouts.torch_state_dict(case.path("checkpoint"), strip=COMPILED_PREFIX),
                          expected_shapes(case.params_dict))
 
 
-def load_checkpoint(case: ModelCase) -> dict[str, torch.Tensor]:
+def load_checkpoint(case: CaseFiles) -> dict[str, torch.Tensor]:
     return read_checkpoint(case.path("checkpoint"), case.params_dict)
 
 
-def calibration_tokenizer(case: ModelCase) -> Upstream:
+def calibration_tokenizer(case: CaseFiles) -> Upstream:
     """``pytorch_tokenizers.get_tokenizer(--tokenizer_model)``: a ``Llama2cTokenizer`` (llama.py's
     ``TokenizerWrapper._from_tokenizer_model_and_bin`` asserts that class)."""
     from pytorch_tokenizers import get_tokenizer
@@ -213,7 +213,7 @@ def calibration_tokenizer(case: ModelCase) -> Upstream:
     return get_tokenizer(str(case.path("tokenizer_model")))
 
 
-def calibration_ids(case: ModelCase, tokenizer: Upstream, prompt: str) -> list[int]:
+def calibration_ids(case: CaseFiles, tokenizer: Upstream, prompt: str) -> list[int]:
     """No chat template (stories are no instruct model): ``encode(content, bos=True)``."""
     return list(tokenizer.encode(prompt, bos=True, eos=False))
 
@@ -233,7 +233,7 @@ def hf_config(params: dict[str, Any], max_positions: int) -> LlamaConfig:
         bos_token_id=1, eos_token_id=2, architectures=[HF_CLASS])
 
 
-def reference_model(case: ModelCase,
+def reference_model(case: CaseFiles,
                     state_dict: dict[str, torch.Tensor] | None = None) -> LlamaForCausalLM:
     """The checkpoint through the Meta→HF conversion of wq/wk rows, in ``LlamaForCausalLM``."""
     from transformers import LlamaForCausalLM
@@ -246,7 +246,7 @@ def reference_model(case: ModelCase,
     return model
 
 
-def legacy_inputs(case: ModelCase, work_dir: Path) -> LegacyInputs:
+def legacy_inputs(case: CaseFiles, work_dir: Path) -> LegacyInputs:
     """The llama2.c checkpoint, ``--params``, the SentencePiece model and, for the runner, the
     llama2.c ``tokenizer.bin`` (llama.py's ``_init_tokenizer`` asserts it for stories)."""
     return LegacyInputs(("--checkpoint", str(case.path("checkpoint")),

@@ -40,7 +40,7 @@ from pytest_qnn_genai.models.families import LegacyInputs
 if TYPE_CHECKING:
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    from pytest_qnn_genai.models.case import ModelCase
+    from pytest_qnn_genai.models.families import CaseFiles
     from pytest_qnn_genai.untyped import Upstream
 
 NAME = "llama3"
@@ -182,27 +182,27 @@ def chat_ids(tok: Upstream, prompt: str, n_base: int) -> list[int]:
 # -- the family protocol --------------------------------------------------------------------------
 
 
-def check_checkpoint(case: ModelCase) -> None:
+def check_checkpoint(case: CaseFiles) -> None:
     path = case.path("checkpoint")
     layouts.check_shapes(path, layouts.torch_state_dict(path), expected_shapes(case.params_dict))
 
 
-def load_checkpoint(case: ModelCase) -> dict[str, torch.Tensor]:
+def load_checkpoint(case: CaseFiles) -> dict[str, torch.Tensor]:
     return read_checkpoint(case.path("checkpoint"), case.params_dict)
 
 
-def calibration_tokenizer(case: ModelCase) -> Upstream:
+def calibration_tokenizer(case: CaseFiles) -> Upstream:
     """``get_tokenizer(--tokenizer_model)``: a ``TiktokenTokenizer`` (llama.py asserts it)."""
     return load_tokenizer(case.path("tokenizer_model"))
 
 
-def calibration_ids(case: ModelCase, tokenizer: Upstream, prompt: str) -> list[int]:
+def calibration_ids(case: CaseFiles, tokenizer: Upstream, prompt: str) -> list[int]:
     """llama.py gives ``llama3_2*`` no chat template (``_from_tokenizer_model``):
     ``encode(content, bos=True)``."""
     return list(tokenizer.encode(prompt, bos=True, eos=False))
 
 
-def reference_model(case: ModelCase,
+def reference_model(case: CaseFiles,
                     state_dict: dict[str, torch.Tensor] | None = None) -> LlamaForCausalLM:
     """The case's own Hugging Face copy by ``from_pretrained``; ``state_dict`` (Meta layout)
     through the Meta→HF conversion into a model of the case's config."""
@@ -217,7 +217,7 @@ def reference_model(case: ModelCase,
     return model
 
 
-def legacy_inputs(case: ModelCase, work_dir: Path) -> LegacyInputs:
+def legacy_inputs(case: CaseFiles, work_dir: Path) -> LegacyInputs:
     """The Meta checkpoint, ``--params`` and the tiktoken ``--tokenizer_model`` (llama.py reads no
     ``--tokenizer_bin`` for ``llama3_2*``: the runner reads the tiktoken file itself)."""
     return LegacyInputs(("--checkpoint", str(case.path("checkpoint")),

@@ -44,7 +44,7 @@ from pytest_qnn_genai.models.families import LegacyInputs
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase, Qwen3Config, Qwen3ForCausalLM
 
-    from pytest_qnn_genai.models.case import ModelCase
+    from pytest_qnn_genai.models.families import CaseFiles
 
 NAME = "qwen3"
 DECODER_MODELS = {"qwen3-0_6b": "qwen3", "qwen3-1_7b": "qwen3"}
@@ -146,7 +146,7 @@ def load_hf(folder: str | Path) -> Qwen3ForCausalLM:
 # -- the family protocol --------------------------------------------------------------------------
 
 
-def _shapes(case: ModelCase) -> dict[str, tuple[int, ...]]:
+def _shapes(case: CaseFiles) -> dict[str, tuple[int, ...]]:
     path = case.path("checkpoint")
     got = layouts.safetensors_shapes(path)
     want = expected_shapes(case.params_dict)
@@ -156,11 +156,11 @@ def _shapes(case: ModelCase) -> dict[str, tuple[int, ...]]:
     return got
 
 
-def check_checkpoint(case: ModelCase) -> None:
+def check_checkpoint(case: CaseFiles) -> None:
     _shapes(case)
 
 
-def load_checkpoint(case: ModelCase) -> dict[str, torch.Tensor]:
+def load_checkpoint(case: CaseFiles) -> dict[str, torch.Tensor]:
     """executorch's own conversion (``qwen3.convert_weights.qwen_3_tune_to_meta`` of the
     safetensors), as llama.py's download path runs it: Meta names, rows left half-split,
     ``output.weight`` the tied embedding."""
@@ -192,7 +192,7 @@ class ChatTokenizer:
                                                add_generation_prompt=False))
 
 
-def calibration_tokenizer(case: ModelCase) -> ChatTokenizer:
+def calibration_tokenizer(case: CaseFiles) -> ChatTokenizer:
     """``AutoTokenizer.from_pretrained`` of the case's folder, re-saved and read back by
     ``pytorch_tokenizers.get_tokenizer(tokenizer.json, tokenizer_config.json)``, as llama.py does
     with the hub's copy."""
@@ -205,13 +205,13 @@ def calibration_tokenizer(case: ModelCase) -> ChatTokenizer:
         return ChatTokenizer(hf, get_tokenizer(str(saved[-1]), str(saved[0])))
 
 
-def calibration_ids(case: ModelCase, tokenizer: ChatTokenizer, prompt: str) -> list[int]:
+def calibration_ids(case: CaseFiles, tokenizer: ChatTokenizer, prompt: str) -> list[int]:
     """The sample through the chat template (instruct model), then ``encode(bos=True)``."""
     return tokenizer.encode(tokenizer.chat([{"role": "user", "content": prompt}]),
                             bos=True, eos=False)
 
 
-def reference_model(case: ModelCase,
+def reference_model(case: CaseFiles,
                     state_dict: dict[str, torch.Tensor] | None = None) -> Qwen3ForCausalLM:
     """``Qwen3ForCausalLM.from_pretrained`` of the case's folder; ``state_dict`` (Meta names,
     half-split rows) into a model of the folder's config."""
@@ -233,7 +233,7 @@ def _place(src: Path, dst: Path) -> None:
         shutil.copyfile(src, dst)
 
 
-def legacy_inputs(case: ModelCase, work_dir: Path) -> LegacyInputs:
+def legacy_inputs(case: CaseFiles, work_dir: Path) -> LegacyInputs:
     """The case's folder as an offline Hugging Face hub cache of the decoder model's
     ``repo_id`` (``models--Qwen--Qwen3-0.6B/{refs/main,snapshots/<rev>/}``, the revision a digest
     of the files), ``HF_HOME`` pointing at it (so llama.py converts into a fresh
