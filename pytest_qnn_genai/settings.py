@@ -22,6 +22,12 @@ if TYPE_CHECKING:
     from pytest_qnn_genai.shards import Shard
 
 CACHE_DIR_ENV = "QNN_GENAI_CACHE_DIR"
+ARTIFACTS = "artifacts"  # the artifact cache's folder in the cache folder (beside the QNN SDK's)
+
+
+def artifacts_dir(cache_dir: Path) -> Path:
+    """Where the artifact cache lives in ``cache_dir``."""
+    return cache_dir / ARTIFACTS
 
 
 def default_cache_dir(environ: Mapping[str, str] | None = None, *, explicit: bool = True) -> Path:
@@ -84,6 +90,10 @@ class Settings:
         return ("needs ExecuTorch's own runners for x86: pass --executorch-src DIR (an ExecuTorch "
                 "source tree to build them from) or --runner PATH (a prebuilt x86 "
                 "qnn_llama_runner, qnn_executor_runner beside it)")
+
+    @property
+    def artifacts_dir(self) -> Path:
+        return artifacts_dir(self.cache_dir)
 
     @property
     def device_label(self) -> str:

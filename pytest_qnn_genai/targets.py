@@ -1,7 +1,7 @@
 """Supported SoCs and the target a test runs on (SoC × backend × device)."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -102,3 +102,14 @@ class Target:
         """Readable test id, e.g. ``SM8650-htp-emulator``."""
         dev = "emulator" if self.is_emulator else self.device
         return f"{self.soc.name}-{self.backend}-{dev}"
+
+
+def known_build_target(target: Target) -> Target | None:
+    """The target builds for ``target`` are made for, where it is known without asking a device:
+    the emulator itself, and the emulator's builds for upstream's x86 runners (the same x86 HTP
+    simulator). None for a phone: its builds depend on what it runs (the pipeline asks it)."""
+    if target.is_emulator:
+        return target
+    if target.is_x86_runner:
+        return replace(target, device=EMULATOR)
+    return None

@@ -15,6 +15,8 @@ import numpy as np
 import pytest
 
 from pytest_qnn_genai.checks import perplexity
+from pytest_qnn_genai.pipeline import products
+from pytest_qnn_genai.pipeline.products import Wants, needs
 
 
 @pytest.fixture(scope="session")
@@ -24,15 +26,17 @@ def heldout_documents(qnn_case) -> list[perplexity.Document]:
 
 
 @pytest.fixture(scope="session")
+@needs(Wants(products.FP32_LOGITS, products.HELDOUT))
 def heldout_fp32(qnn_pipeline, qnn_case, heldout_documents) -> list[np.ndarray]:
-    """fp32 logits of every window (cached; built ahead: prebuild/plan.py)."""
+    """fp32 logits of every window (cached; built ahead)."""
     return [qnn_pipeline.fp32_logits(qnn_case, list(w.context), list(w.continuation))
             for w in perplexity.all_windows(heldout_documents)]
 
 
 @pytest.fixture(scope="session")
+@needs(Wants(products.QDQ_LOGITS, products.HELDOUT))
 def heldout_qdq(qnn_pipeline, qnn_case, qnn_target, heldout_documents) -> list[np.ndarray]:
-    """QDQ logits of every window, on the CPU (cached; built ahead: prebuild/plan.py)."""
+    """QDQ logits of every window, on the CPU (cached; built ahead)."""
     return [qnn_pipeline.qdq_logits(qnn_case, qnn_target, list(w.context), list(w.continuation))
             for w in perplexity.all_windows(heldout_documents)]
 

@@ -34,10 +34,9 @@ from pytest_qnn_genai.cache.housekeeping import (
     remove,
     sweep,
 )
-from pytest_qnn_genai.settings import default_cache_dir
+from pytest_qnn_genai.settings import artifacts_dir, default_cache_dir
 
 PROG = "python -m pytest_qnn_genai.cache"
-ARTIFACTS = "artifacts"
 
 
 class CommandError(Exception):
@@ -159,7 +158,7 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     cache_dir = getattr(args, "cache_dir", None) or default_cache_dir()
     run: Callable[[Path, argparse.Namespace, TextIO], int] = args.run
     try:
-        return run(cache_dir.expanduser() / ARTIFACTS, args, out or sys.stdout)
+        return run(artifacts_dir(cache_dir.expanduser()), args, out or sys.stdout)
     except (CommandError, OSError) as e:
         sys.stderr.write(f"{PROG}: error: {e}\n")
         return 1

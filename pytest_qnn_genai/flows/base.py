@@ -55,6 +55,7 @@ class Flow(ABC):
     name: ClassVar[str]
     stage: ClassVar[str]  # the cache stage of its entries
     from_qdq: ClassVar[bool] = False  # built from the staged quantize stage's graphs
+    in_subprocess: ClassVar[bool] = False  # its build is a subprocess (it overlaps in-process ones)
     code: ClassVar[tuple[str, ...]] = ()  # modules besides its own whose code keys its entries
 
     @abstractmethod

@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from pytest_qnn_genai.stages.quantize import QdqArtifacts
     from pytest_qnn_genai.targets import Target
 
-ARTIFACTS_FILE = "genai_artifacts.txt"
+ARTIFACTS_FILE = "genai-artifacts.txt"
 
 
 class GenAIUnavailable(RememberedFailure, RuntimeError):

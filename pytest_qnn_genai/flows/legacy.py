@@ -232,6 +232,7 @@ class LegacyFlow(Flow):
 
     name = "legacy"
     stage = "legacy-build"
+    in_subprocess = True  # llama.py
     # the bootstrap installs the torchtune stand-in in llama.py's process (a string, not an
     # import); the model families are found at run time (no static import reaches them)
     code = ("pytest_qnn_genai.compat.torchtune", *families.module_names())

@@ -77,7 +77,9 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if SESSION in session.config.stash:
         stopped = bool(session.shouldstop or session.shouldfail
                        or exitstatus == pytest.ExitCode.INTERRUPTED)
-        session.config.stash[SESSION].finish(stopped)
+        qnn = session.config.stash[SESSION]
+        if qnn.finish(stopped):
+            summary.write_report(qnn)
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter,

@@ -14,7 +14,8 @@ import pytest
 from pytest_qnn_genai.cache import ArtifactCache
 from pytest_qnn_genai.checks.parity import Check, ParityTable
 from pytest_qnn_genai.models.registry import ModelCase
-from pytest_qnn_genai.pipeline import Pipeline
+from pytest_qnn_genai.pipeline import Pipeline, products
+from pytest_qnn_genai.pipeline.products import Wants, needs
 from pytest_qnn_genai.plugin.session import session_of
 from pytest_qnn_genai.runtime.result import RunResult
 from pytest_qnn_genai.sdk import QnnSdk
@@ -71,7 +72,12 @@ def qnn_devices(request: pytest.FixtureRequest, qnn_settings: Settings,
     sessions.close()
 
 
+def _on_x86_runners(target: Target) -> bool:
+    return target.is_x86_runner
+
+
 @pytest.fixture(scope="session")
+@needs(Wants(products.RUNNERS, where=_on_x86_runners))  # they start upstream's x86 runners
 def qnn_pipeline(qnn_cache: ArtifactCache, qnn_devices: DeviceSessions) -> Pipeline:
     """The staged pipeline wired to the session's cache (and phones, with ``--device``)."""
     return Pipeline(qnn_cache, devices=qnn_devices)
@@ -84,18 +90,21 @@ def qnn_model(qnn_pipeline: Pipeline, qnn_case: ModelCase) -> PreparedModel:
 
 
 @pytest.fixture(scope="session")
+@needs(products.QUANTIZE)
 def qnn_qdq(qnn_pipeline: Pipeline, qnn_case: ModelCase, qnn_target: Target) -> QdqArtifacts:
     """Stage quantize (cached): the QDQ graphs for the target."""
     return qnn_pipeline.qdq(qnn_case, qnn_target)
 
 
 @pytest.fixture(scope="session")
+@needs("new")
 def qnn_pte(qnn_pipeline: Pipeline, qnn_case: ModelCase, qnn_target: Target) -> PteArtifacts:
     """Stage compile (cached): the hybrid .pte for the target."""
     return qnn_pipeline.pte(qnn_case, qnn_target)
 
 
 @pytest.fixture(scope="session")
+@needs("new", products.LLM_CONFIG)
 def qnn_run(qnn_pipeline: Pipeline, qnn_case: ModelCase, qnn_target: Target) -> RunResult:
     """Stage run: greedy generation of the case's eval prompt on the target, with logits (on a
     phone from a second, kv-mode runner call: the only mode that dumps them)."""
@@ -171,6 +180,7 @@ def qnn_golden_perf(qnn_settings: Settings) -> dict[str, GoldenPerf]:
 
 
 @pytest.fixture
+@needs("new", products.LLM_CONFIG)
 def qnn_benchmark(benchmark: BenchmarkFixture, qnn_settings: Settings, qnn_pipeline: Pipeline,
                   qnn_case: ModelCase, qnn_target: Target) -> QnnBenchmark:
     """Measure the case's perf workload on the target: ``result = qnn_benchmark()`` (or

@@ -22,19 +22,19 @@ import shutil
 import tempfile
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import pytest
 
 from pytest_qnn_genai import progress
 from pytest_qnn_genai.models.registry import ModelCase
+from pytest_qnn_genai.pipeline import products
+from pytest_qnn_genai.pipeline.products import Need, Wants
 from pytest_qnn_genai.plugin import marks
 from pytest_qnn_genai.prebuild import building, launch
-from pytest_qnn_genai.prebuild.plan import Request, Step, plan
+from pytest_qnn_genai.prebuild.plan import Request, plan
 from pytest_qnn_genai.prebuild.process import PrebuildConfig
-
-if TYPE_CHECKING:
-    from pytest_qnn_genai.plugin.session import QnnSession
+from pytest_qnn_genai.settings import Settings
+from pytest_qnn_genai.untyped import Json
 
 OWNER_WORKER = "gw0"
 # At most this many builds at once: one in-process build plus subprocess builds (llama.py, cmake),
@@ -42,6 +42,18 @@ OWNER_WORKER = "gw0"
 MAX_SLOTS = 4
 # A measurement waits at most this long for the prebuild's builds to end (``building``).
 QUIET_TIMEOUT_S = 1800.0
+
+
+def item_wants(item: pytest.Item) -> tuple[Wants, ...]:
+    """What the fixtures of ``item``'s closure declare they get (``products.needs``), in the
+    order pytest resolves them (an overriding fixture and the one it overrides both count)."""
+    info = getattr(item, "_fixtureinfo", None)
+    defs = info.name2fixturedefs if info is not None else {}
+    found: dict[Wants, None] = {}
+    for name in getattr(item, "fixturenames", ()):
+        for fixturedef in defs.get(name, ()):
+            found.update(dict.fromkeys(products.declared(fixturedef.func)))
+    return tuple(found)
 
 
 def requests(items: Sequence[pytest.Item]) -> Iterator[Request]:
@@ -53,15 +65,14 @@ def requests(items: Sequence[pytest.Item]) -> Iterator[Request]:
         params = callspec.params if callspec is not None else {}
         case = params.get("qnn_case")
         pair = params.get("qnn_ab_pair")
-        yield Request(frozenset(getattr(item, "fixturenames", ())),
-                      case if isinstance(case, ModelCase) else None, marks.item_target(item),
+        yield Request(item_wants(item), case if isinstance(case, ModelCase) else None,
+                      marks.item_target(item),
                       tuple(pair) if isinstance(pair, tuple) and len(pair) == 2 else None)
 
 
-def session_plan(session: QnnSession, items: Sequence[pytest.Item]) -> list[Step]:
+def session_plan(settings: Settings, items: Sequence[pytest.Item]) -> list[Need]:
     """What the selected items will ask the cache for, in the order to build it ahead."""
-    s = session.settings
-    runners_src = None if (s.runner and not s.devices) else s.executorch_src
+    runners_src = None if (settings.runner and not settings.devices) else settings.executorch_src
     return plan(requests(items), runners_src)
 
 
@@ -111,23 +122,19 @@ def owns_prebuild(config: pytest.Config) -> bool:
     return worker is None or worker == OWNER_WORKER
 
 
-def start(session: QnnSession, items: Sequence[pytest.Item]) -> launch.PrebuildProcess | None:
+def start(config: pytest.Config, settings: Settings, items: Sequence[pytest.Item], *,
+          session_start: float, rebuild_before: float | None) -> launch.PrebuildProcess | None:
     """Start the session's prebuild process for ``items``, or None (nothing to start)."""
-    config = session.config
-    if (not session.settings.prebuild or config.option.collectonly
-            or not owns_prebuild(config)):
+    if not settings.prebuild or config.option.collectonly or not owns_prebuild(config):
         return None
-    steps = session_plan(session, items)
-    if not steps:
+    needs = session_plan(settings, items)
+    if not needs:
         return None
-    s = session.settings
     cores = len(os.sched_getaffinity(0))
     try:
-        process = launch.start(steps, PrebuildConfig(
-            cache_dir=str(s.cache_dir), qnn_sdk=s.qnn_sdk, session_start=session.started,
-            rebuild_before=session.rebuild_before, cache_max_gb=s.cache_max_gb,
-            remote_cache=s.remote_cache, slots=max(1, min(cores, MAX_SLOTS)),
-            building_flag=str(building_flag(config))),
+        process = launch.start(needs, PrebuildConfig(
+            settings, session_start, rebuild_before, tuple(products.registered_modules()),
+            slots=max(1, min(cores, MAX_SLOTS)), building_flag=str(building_flag(config))),
             terminal_fd=progress.terminal_fd())
     except OSError as e:  # building ahead is an optimisation: the tests build what they need
         progress.stderr_writer(f"[qnn-genai] prebuild: cannot start ({e}); the tests build "
@@ -141,14 +148,14 @@ def start(session: QnnSession, items: Sequence[pytest.Item]) -> launch.PrebuildP
     return process
 
 
-def stop(session: QnnSession, process: launch.PrebuildProcess | None, stopped: bool) -> None:
-    """End the prebuild (building on while another worker may still need it) and add its build
-    statistics to this process's (``session.worker_stats``: what this process reports); in
-    another worker, say it has ended."""
-    config, workers = session.config, session.workers
+def stop(config: pytest.Config, process: launch.PrebuildProcess | None, workers: int | None,
+         stopped: bool) -> dict[str, Json]:
+    """End the prebuild (building on while another worker may still need it) and return its
+    build statistics (the session adds them to what it reports); in another worker, say it has
+    ended."""
     if process is None:
         worker_ended(config)
-        return
+        return {}
     if workers is not None and workers > 1 and not stopped:
         stats = process.finish(lambda: others_ended(config, workers))
     else:
@@ -157,5 +164,4 @@ def stop(session: QnnSession, process: launch.PrebuildProcess | None, stopped: b
     if folder is not None:
         shutil.rmtree(folder, ignore_errors=True)
     building_flag(config).unlink(missing_ok=True)  # left behind when it was stopped mid-build
-    session.worker_stats.merge(stats)
-
+    return stats

@@ -5,7 +5,7 @@ the run's records and the report; the hooks in :mod:`pytest_qnn_genai.plugin` on
 pytest-xdist each worker has its own session; at the end a worker ships one payload
 (:meth:`QnnSession.worker_payload`: cache statistics, parity rows, records) which the controller
 merges (:meth:`QnnSession.merge_worker`) before it writes the summary and the report
-(:mod:`pytest_qnn_genai.plugin.summary`).
+(:mod:`pytest_qnn_genai.plugin.summary`, from the plugin's hook).
 
 Configure-time problems (bad option, unknown model, missing SDK, bad ``--device``, damaged perf
 golden file) are one ``pytest.UsageError`` line each.
@@ -22,11 +22,11 @@ from typing import TYPE_CHECKING
 import pytest
 
 from pytest_qnn_genai.cache import ArtifactCache, CacheStats
-from pytest_qnn_genai.cache.remote import open_remote
+from pytest_qnn_genai.cache.configured import open_cache
 from pytest_qnn_genai.checks.parity import ParityTable
 from pytest_qnn_genai.figures import FAIL, problem
 from pytest_qnn_genai.models import registry
-from pytest_qnn_genai.plugin import marks, options, order, prebuild, summary, threads
+from pytest_qnn_genai.plugin import marks, options, order, prebuild, threads
 from pytest_qnn_genai.report.results import Header, Record, ResultsFile, ResultsFileError
 from pytest_qnn_genai.sdk import QnnSdk, SdkError, activate, resolve_sdk
 from pytest_qnn_genai.sdk.versions import dist_version, stack
@@ -132,12 +132,9 @@ class QnnSession:
     def cache(self) -> ArtifactCache:
         """The artifact cache (``--qnn-cache-dir``; ``--qnn-rebuild`` ignores older entries)."""
         if self._cache is None:
-            gb, url = self.settings.cache_max_gb, self.settings.remote_cache
-            self._cache = ArtifactCache(self.settings.cache_dir / "artifacts", stack(self.sdk),
-                                        rebuild_before=self.rebuild_before,
-                                        max_bytes=None if gb is None else int(gb * 1e9),
-                                        session_start=self.started,
-                                        remote=None if url is None else open_remote(url))
+            self._cache = open_cache(self.settings, stack(self.sdk),
+                                     session_start=self.started,
+                                     rebuild_before=self.rebuild_before)
         return self._cache
 
     def x86_runners(self) -> tuple[Path, Path]:
@@ -195,7 +192,9 @@ class QnnSession:
                 self.check_devices()
         if not self.config.option.collectonly:  # before the prebuild starts: it inherits this
             threads.share_cores((self.workers or 1) + (1 if self.settings.prebuild else 0))
-        self.prebuild = prebuild.start(self, items)
+        self.prebuild = prebuild.start(self.config, self.settings, items,
+                                       session_start=self.started,
+                                       rebuild_before=self.rebuild_before)
 
     def before_setup(self, item: pytest.Item) -> None:
         """A measurement waits until the run's prebuild has built its plan (``order``)."""
@@ -292,16 +291,16 @@ class QnnSession:
             totals.merge(self._cache.stats.to_dict())
         return totals
 
-    def finish(self, stopped: bool = False) -> None:
+    def finish(self, stopped: bool = False) -> bool:
         """End the prebuild (``stopped``: the session was interrupted or failed fast), then ship
-        the payload (worker) or write the report (controller)."""
-        prebuild.stop(self, self.prebuild, stopped)
+        the payload (a worker: False) or say the report is to be written (True)."""
+        self.worker_stats.merge(prebuild.stop(self.config, self.prebuild, self.workers, stopped))
         self.prebuild = None
         worker_output = getattr(self.config, "workeroutput", None)
         if worker_output is not None:
             worker_output[PAYLOAD] = self.worker_payload()
-        else:
-            summary.write_report(self)
+            return False
+        return True
 
     def header(self) -> str:
         s, sdk = self.settings, self._sdk

@@ -1,9 +1,10 @@
 """Builds scheduled ahead: once collection knows the selected tests, the cache entries they will
 ask for are built in a background process, in dependency order, instead of when a test asks.
 
-- :mod:`.plan`: which entries the selected items need (pytest-free: the plugin describes items);
+- :mod:`.plan`: which products the selected items need, a walk of the product graph
+  (:mod:`pytest_qnn_genai.pipeline.products`; pytest-free: the plugin describes items);
 - :mod:`.schedule`: running steps in dependency order on bounded lanes;
-- :mod:`.process`: the background process (``python -m pytest_qnn_genai.prebuild PLAN.json``),
+- :mod:`.process`: the background process (``python -m pytest_qnn_genai.prebuild PLAN``),
   building through the same Pipeline and cache as the tests;
 - :mod:`.launch`: starting and stopping it from a session.
 

@@ -14,6 +14,7 @@ never outlives the session.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -25,7 +26,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest_qnn_genai
-from pytest_qnn_genai.prebuild.plan import Step
+from pytest_qnn_genai.pipeline.products import Need
 from pytest_qnn_genai.prebuild.process import DRAIN, PrebuildConfig, write_plan
 from pytest_qnn_genai.untyped import Json
 
@@ -37,7 +38,7 @@ FINISH_TIMEOUT_S = 3600.0  # for the plan to be built while other workers may st
 class PrebuildProcess:
     """One running prebuild process and its folder (plan, log, statistics)."""
 
-    def __init__(self, proc: subprocess.Popen[bytes], folder: Path, steps: Sequence[Step]) -> None:
+    def __init__(self, proc: subprocess.Popen[bytes], folder: Path, steps: Sequence[Need]) -> None:
         self.proc = proc
         self.folder = folder
         self.steps = list(steps)
@@ -106,13 +107,13 @@ def _read_stats(path: Path) -> dict[str, Json]:
     return data if isinstance(data, dict) else {}
 
 
-def start(steps: Sequence[Step], config: PrebuildConfig, terminal_fd: int = 2) -> PrebuildProcess:
+def start(steps: Sequence[Need], config: PrebuildConfig, terminal_fd: int = 2) -> PrebuildProcess:
     """Start the prebuild process for ``steps`` (``config``'s ``stats_file`` and ``log`` are set
     here, in its folder)."""
     folder = Path(tempfile.mkdtemp(prefix="qnn-genai-prebuild-"))
-    config = PrebuildConfig(**{**config.to_dict(), "stats_file": str(folder / "stats.json"),
-                               "log": str(folder / "build.log")})
-    plan_file = folder / "plan.json"
+    config = dataclasses.replace(config, stats_file=str(folder / "stats.json"),
+                                 log=str(folder / "build.log"))
+    plan_file = folder / "plan.pickle"
     write_plan(plan_file, config, steps)
     env = dict(os.environ)
     here = str(Path(pytest_qnn_genai.__file__).resolve().parent.parent)

@@ -1,9 +1,11 @@
-"""The prebuild process: ``python -m pytest_qnn_genai.prebuild PLAN.json``.
+"""The prebuild process: ``python -m pytest_qnn_genai.prebuild PLAN``.
 
-It opens the session's artifact cache and QNN SDK as the tests do (same cache folder, tool
-versions, ``--qnn-rebuild`` time, session start, size bound and remote cache: :class:`PrebuildConfig`)
-and builds the plan's steps through the same :class:`~pytest_qnn_genai.pipeline.Pipeline` methods
-the tests call, so each is an ordinary ``get_or_build`` under the key's lock: a test that needs an
+It opens the session's artifact cache and QNN SDK as the tests do (from the session's own
+:class:`~pytest_qnn_genai.settings.Settings`, with its start and ``--qnn-rebuild`` times:
+:class:`PrebuildConfig`) and builds each planned need with one call, its product's ``make``
+(:mod:`pytest_qnn_genai.pipeline.products`) through the same
+:class:`~pytest_qnn_genai.pipeline.Pipeline` the tests use, so each entry is an ordinary
+``get_or_build`` under the key's lock: a test that needs an
 entry being built here waits on that lock and then finds a hit; an entry a test is building is a
 hit here once it is done. Steps run on :func:`~.schedule.run_steps` (one in-process build at a
 time, subprocess builds beside it, ``slots`` in all).
@@ -22,9 +24,9 @@ to its summary.
 """
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
+import pickle
 import signal
 import sys
 import threading
@@ -40,15 +42,16 @@ from pytest_qnn_genai.cache import ArtifactCache, CacheEntry
 from pytest_qnn_genai.cache.layout import lock_path
 from pytest_qnn_genai.cache.lock import KeyLock
 from pytest_qnn_genai.files import write_text_atomic
+from pytest_qnn_genai.pipeline import products
+from pytest_qnn_genai.pipeline.products import Need
 from pytest_qnn_genai.prebuild import building
-from pytest_qnn_genai.prebuild import plan as p
+from pytest_qnn_genai.prebuild.plan import dependencies
 from pytest_qnn_genai.prebuild.schedule import Outcome, StepBusy, first_line, run_steps
+from pytest_qnn_genai.settings import Settings
 from pytest_qnn_genai.untyped import Json
 
 if TYPE_CHECKING:
-    from pytest_qnn_genai.models.registry import ModelCase
     from pytest_qnn_genai.pipeline import Pipeline
-    from pytest_qnn_genai.targets import Target
 
 DRAIN = "drain"
 EXIT_KILLED = 3  # stopped by end of file on stdin or by its deadline
@@ -56,33 +59,34 @@ EXIT_KILLED = 3  # stopped by end of file on stdin or by its deadline
 
 @dataclass(frozen=True)
 class PrebuildConfig:
-    """What the process needs to open the session's cache and SDK, and its own bounds."""
+    """The session's settings (the one object the tests read), the times its cache keys and
+    housekeeping agree on, the modules that register products from outside the package, and the
+    process's own bounds."""
 
-    cache_dir: str
-    qnn_sdk: str | None
+    settings: Settings
     session_start: float
     rebuild_before: float | None = None
-    cache_max_gb: float | None = None
-    remote_cache: str | None = None
+    product_modules: tuple[str, ...] = ()
     slots: int = 2
     deadline_s: float = 4 * 3600.0
     stats_file: str = ""
     log: str = ""
     building_flag: str = ""  # held while the steps run (``building.held``), if set
 
-    def to_dict(self) -> dict[str, Json]:
-        return dataclasses.asdict(self)
+
+def write_plan(path: Path, config: PrebuildConfig, needs: Sequence[Need]) -> None:
+    """The file the process reads (its only argument): a pickle, read only by the child this
+    session starts from it, so the settings arrive whole."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_bytes(pickle.dumps((config, [n.to_dict() for n in needs])))
+    tmp.replace(path)
 
 
-def write_plan(path: Path, config: PrebuildConfig, steps: Sequence[p.Step]) -> None:
-    """The file the process reads (its only argument)."""
-    write_text_atomic(path, json.dumps({"config": config.to_dict(),
-                                        "steps": [s.to_dict() for s in steps]}, indent=1))
-
-
-def read_plan(path: Path) -> tuple[PrebuildConfig, list[p.Step]]:
-    data = json.loads(Path(path).read_text())
-    return PrebuildConfig(**data["config"]), [p.Step.from_dict(s) for s in data["steps"]]
+def read_plan(path: Path) -> tuple[PrebuildConfig, list[Need]]:
+    config, needs = pickle.loads(Path(path).read_bytes())  # noqa: S301 - our own session's file
+    if not isinstance(config, PrebuildConfig):
+        raise ValueError(f"{path}: not a prebuild plan")
+    return config, [Need.from_dict(n) for n in needs]
 
 
 # -- stopping ----------------------------------------------------------------------------------
@@ -158,12 +162,13 @@ class ProbingCache(ArtifactCache):
 
 def open_pipeline(config: PrebuildConfig) -> Pipeline:
     """The session's cache and SDK, opened as the plugin opens them, in a Pipeline."""
-    from pytest_qnn_genai.cache.remote import open_remote
+    from pytest_qnn_genai.cache.configured import open_cache
     from pytest_qnn_genai.pipeline import Pipeline
     from pytest_qnn_genai.sdk import SdkError, activate, resolve_sdk
     from pytest_qnn_genai.sdk.versions import stack
 
-    sdk = resolve_sdk(config.qnn_sdk, Path(config.cache_dir))
+    s = config.settings
+    sdk = resolve_sdk(s.qnn_sdk, s.cache_dir)
     if sdk is None:
         raise SdkError("no QNN SDK")
     activate(sdk)
@@ -171,82 +176,25 @@ def open_pipeline(config: PrebuildConfig) -> Pipeline:
     def mark(line: str) -> None:  # its builds' progress, told apart from the tests' own
         progress.stderr_writer(line.replace("[qnn-genai] build ", "[qnn-genai] prebuild ", 1))
 
-    gb = config.cache_max_gb
-    cache = ProbingCache(Path(config.cache_dir) / "artifacts", stack(sdk),
-                         rebuild_before=config.rebuild_before, progress=mark,
-                         max_bytes=None if gb is None else int(gb * 1e9),
-                         session_start=config.session_start,
-                         remote=None if config.remote_cache is None
-                         else open_remote(config.remote_cache))
-    return Pipeline(cache)
+    return Pipeline(open_cache(s, stack(sdk), session_start=config.session_start,
+                               rebuild_before=config.rebuild_before, progress=mark,
+                               cache_class=ProbingCache))
 
 
-def _case(name: str) -> ModelCase:
-    """A registered case, or one of its declared variants (``stories260k@ar8``)."""
-    from pytest_qnn_genai.models import registry
-
-    base, _, variant = name.partition(registry.VARIANT_SEPARATOR)
-    case = registry.select([base])[0]
-    return case.variant(variant) if variant else case
-
-
-def execute(pipeline: Pipeline, step: p.Step) -> str:
-    """Build ``step``'s entry through the pipeline: ``built``, ``cached`` or ``remembered
-    failure`` (a build failure the cache keeps under the key, e.g. genai's: the test recalls it)."""
+def execute(pipeline: Pipeline, need: Need, case_dirs: Sequence[Path] = ()) -> str:
+    """Build ``need``'s entries through its product's ``make`` (the call its fixture's test
+    makes): ``built``, ``cached`` or ``remembered failure`` (a build failure the cache keeps
+    under the key, e.g. genai's: the test recalls it)."""
     from pytest_qnn_genai.cache import RememberedFailure
 
     builds = pipeline.cache.stats.builds + pipeline.cache.stats.downloaded
     try:
-        _build(pipeline, step)
+        pipeline.make_need(products.resolve(need, case_dirs))
     except RememberedFailure:
         return "remembered failure"
     # (another thread's build may land in between: the word is for the progress line only)
     done = pipeline.cache.stats.builds + pipeline.cache.stats.downloaded
     return "built" if done > builds else "cached"
-
-
-def _build(pipeline: Pipeline, step: p.Step) -> None:
-    """``step``'s entry through the Pipeline method its tests call (see :mod:`.plan`)."""
-    from pytest_qnn_genai.flows import registry as flows
-    from pytest_qnn_genai.targets import Target, soc
-
-    target = Target(soc(step.soc), step.backend) if step.soc else None
-    if step.kind == p.RUNNERS:
-        pipeline.runners_entry(Path(step.arg))
-    elif step.kind == p.SMOKE and target is not None:
-        pipeline.smoke_block(target, step.arg)
-    else:
-        case = _case(step.case)
-        if step.kind == p.QUANTIZE and target is not None:
-            pipeline.qdq_entry(case, target)
-        elif step.kind == p.FLOW and target is not None:
-            pipeline.flow_entry(flows.get(step.arg), case, target)
-        elif step.kind == p.LLM_CONFIG:
-            pipeline.decoder_model_version(case)
-        else:
-            _references(pipeline, step, case, target)
-
-
-def _references(pipeline: Pipeline, step: p.Step, case: ModelCase, target: Target | None) -> None:
-    """The gate's references, on the tokens its fixtures use: the eval prompt as every run
-    encodes it, the fp32 continuation of it (suites/gate/conftest.py,
-    test_transformers_reference.py); the held-out windows' logits (suites/conftest.py)."""
-    from pytest_qnn_genai.checks.perplexity import all_windows, heldout_documents
-    from pytest_qnn_genai.runtime.tokenizer import encode, load_tokenizer
-
-    if step.kind in (p.HELDOUT_FP32, p.HELDOUT_QDQ):
-        for w in all_windows(heldout_documents(case)):
-            if step.kind == p.HELDOUT_FP32:
-                pipeline.fp32_logits(case, list(w.context), list(w.continuation))
-            elif target is not None:
-                pipeline.qdq_logits(case, target, list(w.context), list(w.continuation))
-        return
-    prompt = encode(load_tokenizer(case.path("tokenizer_model")), case.eval_prompt)
-    fp32 = pipeline.fp32_reference(case, prompt)
-    if step.kind == p.QDQ_LOGITS and target is not None:
-        pipeline.qdq_logits(case, target, fp32.prompt_tokens, fp32.tokens)
-    elif step.kind == p.TRANSFORMERS_LOGITS:
-        pipeline.transformers_logits(case, list(fp32.prompt_tokens) + list(fp32.tokens[:-1]))
 
 
 def _write_stats(cache: ArtifactCache, path: str) -> None:
@@ -259,9 +207,10 @@ def _write_stats(cache: ArtifactCache, path: str) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if len(args) != 1:
-        print("usage: python -m pytest_qnn_genai.prebuild PLAN.json", file=sys.stderr)
+        print("usage: python -m pytest_qnn_genai.prebuild PLAN", file=sys.stderr)
         return 2
     config, steps = read_plan(Path(args[0]))
+    products.import_modules(config.product_modules)
     progress.remember_terminal()  # the session's terminal, before build output is sent away
     if config.log:
         log = os.open(config.log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
@@ -286,7 +235,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     flag = building.held(Path(config.building_flag)) if config.building_flag else nullcontext()
     with flag:
         outcome: Outcome = run_steps(
-            steps, lambda step: execute(pipeline, step), p.dependencies, slots=config.slots,
+            steps, lambda need: execute(pipeline, need, config.settings.case_dirs),
+            dependencies, slots=config.slots,
             draining=draining, report=progress.stderr_writer,
             on_done=lambda: _write_stats(pipeline.cache, config.stats_file))
     _write_stats(pipeline.cache, config.stats_file)

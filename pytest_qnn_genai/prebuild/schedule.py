@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from pytest_qnn_genai.prebuild.plan import Step
+from pytest_qnn_genai.pipeline.products import Need
 from pytest_qnn_genai.progress import Writer
 
 FAILED = "failed"
@@ -40,8 +40,8 @@ class StepBusy(Exception):
 class Outcome:
     """What became of each step (a step never started is absent) and the seconds it took."""
 
-    results: dict[Step, str] = field(default_factory=dict)
-    seconds: dict[Step, float] = field(default_factory=dict)
+    results: dict[Need, str] = field(default_factory=dict)
+    seconds: dict[Need, float] = field(default_factory=dict)
 
     def count(self, word: str) -> int:
         return sum(1 for r in self.results.values() if r == word)
@@ -58,22 +58,22 @@ def first_line(error: BaseException) -> str:
     return f"{type(error).__name__}: {text[0] if text else ''}".rstrip(": ")
 
 
-def run_steps(steps: Sequence[Step], execute: Callable[[Step], str],
-              dependencies: Callable[[Step], Sequence[Step]], *, slots: int,
+def run_steps(steps: Sequence[Need], execute: Callable[[Need], str],
+              dependencies: Callable[[Need], Sequence[Need]], *, slots: int,
               draining: threading.Event, report: Writer,
               on_done: Callable[[], None] | None = None, retry_s: float = RETRY_S) -> Outcome:
     """Run ``steps`` (see the module contract); ``on_done`` is called after each step ends."""
     outcome = Outcome()
     planned = set(steps)
-    deps: Mapping[Step, list[Step]] = {s: [d for d in dependencies(s) if d in planned]
+    deps: Mapping[Need, list[Need]] = {s: [d for d in dependencies(s) if d in planned]
                                        for s in steps}
     pending = list(steps)
     order = {s: i for i, s in enumerate(steps)}
-    not_before: dict[Step, float] = {}  # busy steps: when to try again
-    running: set[Step] = set()
+    not_before: dict[Need, float] = {}  # busy steps: when to try again
+    running: set[Need] = set()
     changed = threading.Condition()
 
-    def work(step: Step) -> None:
+    def work(step: Need) -> None:
         start = time.monotonic()
         try:
             result = execute(step)
@@ -96,7 +96,7 @@ def run_steps(steps: Sequence[Step], execute: Callable[[Step], str],
         if on_done is not None:
             on_done()
 
-    def next_ready() -> Step | None:
+    def next_ready() -> Need | None:
         in_process_busy = any(not s.in_subprocess for s in running)
         now = time.monotonic()
         for step in sorted(pending, key=order.__getitem__):

@@ -3,16 +3,20 @@ from __future__ import annotations
 
 import pytest
 
+from pytest_qnn_genai.pipeline import products
+from pytest_qnn_genai.pipeline.products import needs
 from pytest_qnn_genai.stages.reference import Reference
 
 
 @pytest.fixture(scope="session")
+@needs(products.FP32_REFERENCE)
 def fp32_reference(qnn_pipeline, qnn_case, qnn_run) -> Reference:
     """The fp32 model's greedy continuation of the same prompt tokens the emulator ran."""
     return qnn_pipeline.fp32_reference(qnn_case, qnn_run.prompt_tokens)
 
 
 @pytest.fixture(scope="session")
+@needs(products.QDQ_LOGITS)
 def qdq_on_fp32_tokens(qnn_pipeline, qnn_case, qnn_target, fp32_reference):
     """QDQ logits, teacher-forced on the fp32 continuation."""
     return qnn_pipeline.qdq_logits(qnn_case, qnn_target, fp32_reference.prompt_tokens,

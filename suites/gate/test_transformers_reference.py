@@ -12,11 +12,14 @@ from __future__ import annotations
 import pytest
 
 from pytest_qnn_genai.checks import agreement, bounds, numerics, parity
+from pytest_qnn_genai.pipeline import products
+from pytest_qnn_genai.pipeline.products import needs
 
 MAX_FP32_ABS_DIFF = 1e-3  # two fp32 implementations: float rounding only
 
 
 @pytest.fixture(scope="session")
+@needs(products.TRANSFORMERS_LOGITS)
 def transformers_logits(qnn_pipeline, qnn_case):
     """transformers' logits of a token sequence (cached: a warm run does not load the model)."""
     return lambda ids: qnn_pipeline.transformers_logits(qnn_case, ids)

@@ -9,6 +9,8 @@ import pytest
 
 from pytest_qnn_genai.checks import parity
 from pytest_qnn_genai.golden.snapshots import build_label, golden_extension
+from pytest_qnn_genai.pipeline import products
+from pytest_qnn_genai.pipeline.products import needs
 
 if TYPE_CHECKING:
     from pytest_qnn_genai.flows.base import FlowArtifacts
@@ -23,19 +25,19 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 @pytest.fixture(scope="session")
-def build_target(qnn_pipeline, qnn_target):
+def built_for(qnn_pipeline, qnn_target):
     """The target the case's programs are built for (the emulator's builds for a device that runs
     the x86 simulator: upstream's x86 runners, the loopback phone)."""
     return qnn_pipeline.build_target(qnn_target)
 
 
 @pytest.fixture
-def snapshot(snapshot, qnn_settings, qnn_target, build_target):  # noqa: ANN001 - syrupy's
+def snapshot(snapshot, qnn_settings, qnn_target, built_for):  # noqa: ANN001 - syrupy's
     """syrupy's snapshot, stored in ``<golden dir>/snapshots`` (update with --snapshot-update),
     named per SoC and kind of build, never per serial (``golden.snapshots.build_label``)."""
     return snapshot.use_extension(golden_extension(
         qnn_settings.golden_dir / "snapshots", qnn_target.id,
-        build_label(qnn_target, build_target)))
+        build_label(qnn_target, built_for)))
 
 
 @pytest.fixture(scope="session")
@@ -45,11 +47,13 @@ def parity_table(qnn_parity) -> parity.ParityTable:  # noqa: ANN001
 
 
 @pytest.fixture(scope="session")
+@needs("legacy")
 def legacy_artifacts(qnn_pipeline, qnn_sdk, qnn_case, qnn_target) -> FlowArtifacts:
     return qnn_pipeline.artifacts("legacy", qnn_case, qnn_target)
 
 
 @pytest.fixture(scope="session")
+@needs("new")
 def new_artifacts(qnn_pipeline, qnn_sdk, qnn_case, qnn_target) -> FlowArtifacts:
     return qnn_pipeline.artifacts("new", qnn_case, qnn_target)
 
@@ -71,10 +75,12 @@ def _run(pipeline, artifacts, case, target) -> RunResult:
 
 
 @pytest.fixture(scope="session")
+@needs(products.LLM_CONFIG)
 def legacy_run(qnn_pipeline, legacy_artifacts, qnn_case, qnn_target):
     return _run(qnn_pipeline, legacy_artifacts, qnn_case, qnn_target)
 
 
 @pytest.fixture(scope="session")
+@needs(products.LLM_CONFIG)
 def new_run(qnn_pipeline, new_artifacts, qnn_case, qnn_target):
     return _run(qnn_pipeline, new_artifacts, qnn_case, qnn_target)

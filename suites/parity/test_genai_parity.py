@@ -13,6 +13,7 @@ import pytest
 
 from pytest_qnn_genai.checks import parity
 from pytest_qnn_genai.flows.genai import GenAIUnavailable, unavailable_reason
+from pytest_qnn_genai.pipeline.products import needs
 
 if TYPE_CHECKING:
     from pytest_qnn_genai.flows.base import FlowArtifacts
@@ -24,6 +25,7 @@ pytestmark = [pytest.mark.parity, pytest.mark.flow("genai", "new"),
 
 
 @pytest.fixture(scope="session")
+@needs("genai")
 def genai_artifacts(qnn_pipeline, qnn_sdk, qnn_case, qnn_target) -> FlowArtifacts:
     return qnn_pipeline.artifacts("genai", qnn_case, qnn_target)
 

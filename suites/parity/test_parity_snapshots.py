@@ -18,7 +18,7 @@ pytestmark = [pytest.mark.parity, pytest.mark.flow("legacy", "new")]
 
 
 def test_compile_options_carried_by_both_programs(legacy_artifacts, new_artifacts, parity_table,
-                                                  qnn_case, qnn_target, build_target,
+                                                  qnn_case, qnn_target, built_for,
                                                   snapshot, qnn_record) -> None:
     legacy, new = compile_options(legacy_artifacts.pte), compile_options(new_artifacts.pte)
     checks = parity.compare_compile_options(legacy, new)
@@ -27,14 +27,14 @@ def test_compile_options_carried_by_both_programs(legacy_artifacts, new_artifact
     assert all(c.ok for c in checks), parity.failures(checks)
     assert new["soc_info"]["soc_model"] == qnn_target.soc.name
     assert new["soc_info"]["htp_info"]["htp_arch"] == qnn_target.soc.htp_arch.upper()
-    assert new["shared_buffer"] is (not build_target.is_emulator)  # llama.py: not --enable_x86_64
+    assert new["shared_buffer"] is (not built_for.is_emulator)  # llama.py: not --enable_x86_64
     assert new == snapshot
 
 
-def test_configuration_agreement(qnn_pipeline, qnn_case, qnn_target, build_target,
+def test_configuration_agreement(qnn_pipeline, qnn_case, qnn_target, built_for,
                                  legacy_artifacts, snapshot) -> None:
     legacy = qnn_pipeline.legacy(qnn_case, qnn_target)
-    agreement = flow_config.configuration_agreement(qnn_case, build_target, legacy)
+    agreement = flow_config.configuration_agreement(qnn_case, built_for, legacy)
     assert not flow_config.disagreements(agreement), "\n".join(
         flow_config.disagreements(agreement))
     assert agreement == snapshot

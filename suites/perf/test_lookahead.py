@@ -27,20 +27,35 @@ import pytest
 
 from pytest_qnn_genai import figures as judged
 from pytest_qnn_genai.checks.generation import lookahead_matches_hybrid
-from pytest_qnn_genai.prebuild.plan import lookahead_variant_names
+from pytest_qnn_genai.pipeline.products import Wants, needs
 
 if TYPE_CHECKING:
     from pytest_qnn_genai.models.case import ModelCase
+    from pytest_qnn_genai.targets import Target
 
 pytestmark = pytest.mark.perf
-FLOWS = ("legacy", "new")  # llama.py's lookahead build, the staged flow's (prebuild/plan.py too)
+FLOWS = ("legacy", "new")  # llama.py's lookahead build, the staged flow's
+
+
+def lookahead_variant_names(case: ModelCase) -> tuple[str, ...]:
+    """The variants ``case`` declares that build llama.py's lookahead mode."""
+    return tuple(n for n in case.variants if case.variant(n).is_lookahead)
+
+
+def _case_and_lookahead_variants(case: ModelCase) -> list[ModelCase]:
+    return [case, *map(case.variant, lookahead_variant_names(case))]
+
+
+def _decodes_lookahead(target: Target) -> bool:
+    return not target.is_emulator
 
 
 @pytest.fixture
+@needs(*(Wants(flow, where=_decodes_lookahead, cases=_case_and_lookahead_variants)
+         for flow in FLOWS))
 def lookahead_cases(qnn_case, qnn_target) -> dict[str, ModelCase]:
-    """The case's declared lookahead variants, on targets that decode them. The prebuild plans
-    each flow's build of them and of the case from this fixture (``prebuild/plan.py``, whose
-    helper names them)."""
+    """The case's declared lookahead variants, on targets that decode them; each flow's build
+    of them and of the case is built ahead."""
     if qnn_target.is_emulator:
         pytest.skip(f"{qnn_target.id}: lookahead decoding is upstream's runners' (--eval_mode 2: "
                     "the x86-runner target, a phone); the host runner decodes AR-1")

@@ -17,6 +17,8 @@ import torch
 
 from pytest_qnn_genai.checks import agreement, parity
 from pytest_qnn_genai.flows import smoke
+from pytest_qnn_genai.pipeline import products
+from pytest_qnn_genai.pipeline.products import Wants, needs
 from pytest_qnn_genai.runtime.pte_info import inspect_pte
 from pytest_qnn_genai.sdk.context_binary import check_target, describe_pte
 
@@ -47,11 +49,13 @@ def _build(pipeline, target, quant: str) -> Built:  # noqa: ANN001
 
 
 @pytest.fixture(scope="session")
+@needs(Wants(products.SMOKE, "16a8w"))
 def block_16a8w(qnn_pipeline, qnn_sdk, qnn_target) -> Built:
     return _build(qnn_pipeline, qnn_target, "16a8w")
 
 
 @pytest.fixture(scope="session")
+@needs(Wants(products.SMOKE, "fp16"))
 def block_fp16(qnn_pipeline, qnn_sdk, qnn_target) -> Built:
     return _build(qnn_pipeline, qnn_target, "fp16")
 

@@ -17,10 +17,11 @@ from pathlib import Path
 
 import pytest
 
+from pytest_qnn_genai.pipeline.products import Need
 from pytest_qnn_genai.prebuild import launch
-from pytest_qnn_genai.prebuild import plan as p
 from pytest_qnn_genai.prebuild.building import wait_done
 from pytest_qnn_genai.prebuild.process import PrebuildConfig, children
+from tests.support.settings import settings_with
 
 ROOT = Path(__file__).resolve().parents[3]
 SUMMARY = re.compile(r"(\d+) hits, (\d+) builds \(")
@@ -159,11 +160,11 @@ def test_the_owner_ends_first_and_the_prebuild_builds_on_for_the_other_worker(
 
 
 def _legacy_prebuild_config(cache: Path, sdk_root: Path) -> PrebuildConfig:
-    return PrebuildConfig(cache_dir=str(cache), qnn_sdk=str(sdk_root), session_start=time.time(),
+    return PrebuildConfig(settings_with(cache_dir=cache, qnn_sdk=str(sdk_root)), time.time(),
                           slots=1)
 
 
-LEGACY = p.Step(p.FLOW, "stories260k", "SM8650", "htp", "legacy")
+LEGACY = Need("legacy", "stories260k", "SM8650", "htp")
 
 
 def _wait_for_a_build_subprocess(pid: int, timeout_s: float = 300.0) -> int:
@@ -217,12 +218,14 @@ def test_stopping_kills_the_prebuilds_own_subprocess_builds(tmp_path: Path,
 PARENT = """
 import sys, time
 from pathlib import Path
+from pytest_qnn_genai.pipeline.products import Need
 from pytest_qnn_genai.prebuild import launch
-from pytest_qnn_genai.prebuild.plan import Step
 from pytest_qnn_genai.prebuild.process import PrebuildConfig
+from tests.support.settings import settings_with
 
-config = PrebuildConfig(cache_dir=sys.argv[1], qnn_sdk=sys.argv[2], session_start=time.time())
-process = launch.start([Step("flow", "stories260k", "SM8650", "htp", "legacy")], config)
+config = PrebuildConfig(settings_with(cache_dir=Path(sys.argv[1]), qnn_sdk=sys.argv[2]),
+                        time.time())
+process = launch.start([Need("legacy", "stories260k", "SM8650", "htp")], config)
 print(process.pid, flush=True)
 time.sleep(3600)
 """

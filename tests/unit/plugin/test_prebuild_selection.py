@@ -16,7 +16,7 @@ from pytest_qnn_genai.plugin.prebuild import session_plan
 from pytest_qnn_genai.plugin.session import session_of
 
 def pytest_collection_finish(session):
-    steps = session_plan(session_of(session.config), session.items)
+    steps = session_plan(session_of(session.config).settings, session.items)
     print("PLAN=" + json.dumps([s.label for s in steps]))
 """
 
@@ -35,9 +35,9 @@ def _plan(pytester: pytest.Pytester, *args: str) -> list[str]:
 def test_narrowed_by_models_and_k_the_plan_holds_only_what_those_tests_need(
         pytester: pytest.Pytester) -> None:
     assert _plan(pytester, "--models", "stories260k", "-k", "test_pte_program") == [
-        "quantize stories260k SM8650-htp", "flow new stories260k SM8650-htp"]
+        "quantize stories260k SM8650-htp", "new stories260k SM8650-htp"]
     assert _plan(pytester, "-k", "smoke and emulator") == [
-        "smoke 16a8w SM8650-htp", "smoke fp16 SM8650-htp"]
+        "smoke-lower 16a8w SM8650-htp", "smoke-lower fp16 SM8650-htp"]
 
 
 def test_the_gate_plans_every_cases_builds_once(pytester: pytest.Pytester) -> None:
@@ -47,30 +47,30 @@ def test_the_gate_plans_every_cases_builds_once(pytester: pytest.Pytester) -> No
     cases = list(registry.available())
     assert len(steps) == len(set(steps))
     for case in cases:
-        for step in ("quantize", "flow new", "flow legacy", "flow genai", "qdq-logits",
-                     "heldout-qdq"):
+        for step in ("quantize", "new", "legacy", "genai", "qdq-logits", "qdq-logits heldout"):
             assert f"{step} {case} SM8650-htp" in steps, (step, case, steps)
-        for after in ("flow new", "heldout-qdq"):
+        for after in ("new", "qdq-logits heldout"):
             assert steps.index(f"quantize {case} SM8650-htp") < steps.index(
                 f"{after} {case} SM8650-htp")
         assert {f"llm-config {case}", f"fp32-reference {case}",
-                f"transformers-logits {case}", f"heldout-fp32 {case}"} <= set(steps)
-    assert {"smoke 16a8w SM8650-htp", "smoke fp16 SM8650-htp"} <= set(steps)
+                f"transformers-logits {case}", f"fp32-logits heldout {case}"} <= set(steps)
+    assert {"smoke-lower 16a8w SM8650-htp", "smoke-lower fp16 SM8650-htp"} <= set(steps)
     # no other SoC, no variant the default --qnn-ab (legacy:new) does not name, no runners
     # (their x86-runner items are skipped without --executorch-src)
     assert not [s for s in steps if "SM8750" in s or "@" in s or s.startswith("runners")]
     assert len(steps) == len(cases) * 10 + 2
     # the builds of minutes first (quantize, flows): the one in-process lane starts every long
     # chain before it spends time on references and logits a test may build itself
-    long = [i for i, step in enumerate(steps) if step.split()[0] in ("quantize", "flow")]
+    long = [i for i, step in enumerate(steps)
+            if step.split()[0] in ("quantize", "new", "legacy", "genai")]
     assert long == list(range(len(long))), steps
 
 
 def test_the_lookahead_test_plans_its_builds_on_upstreams_runners(pytester: pytest.Pytester,
                                                                   tmp_path: Path) -> None:
-    """The real perf suite's lookahead test names the fixture the plan reads: with a source tree
-    for the runners, its x86-runner item plans both flows' lookahead builds (they were built by
-    the test itself, one after another, after every planned build: 365 s of a cold gate)."""
+    """The real perf suite's lookahead fixture declares its builds: with a source tree for the
+    runners, its x86-runner item plans both flows' lookahead builds (else the test builds them
+    itself, one after another, after every planned build)."""
     from pytest_qnn_genai.runners.sources import ALL_SOURCES
 
     for rel in ALL_SOURCES:  # a tree the option accepts; collection reads none of it
@@ -79,5 +79,5 @@ def test_the_lookahead_test_plans_its_builds_on_upstreams_runners(pytester: pyte
     steps = _plan(pytester, "--models", "stories260k", "-k", "test_lookahead",
                   "--executorch-src", str(tmp_path))
     ahead = "stories260k@lookahead SM8650-htp"
-    assert {f"flow legacy {ahead}", f"quantize {ahead}", f"flow new {ahead}"} <= set(steps)
-    assert steps.index(f"quantize {ahead}") < steps.index(f"flow new {ahead}")
+    assert {f"legacy {ahead}", f"quantize {ahead}", f"new {ahead}"} <= set(steps)
+    assert steps.index(f"quantize {ahead}") < steps.index(f"new {ahead}")

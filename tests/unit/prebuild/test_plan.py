@@ -1,4 +1,5 @@
-"""The build plan: what the selected items need, dependencies first, nothing else."""
+"""The build plan: a walk of the product graph from what the items' fixtures declare,
+dependencies first, long builds first, nothing else."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -6,35 +7,37 @@ from pathlib import Path
 import pytest
 
 from pytest_qnn_genai.models.registry import available
-from pytest_qnn_genai.prebuild import plan as p
-from pytest_qnn_genai.prebuild.plan import Request, Step
+from pytest_qnn_genai.pipeline import products as p
+from pytest_qnn_genai.pipeline.products import Need, Per, Product, Wants
+from pytest_qnn_genai.prebuild.plan import Request, plan
 from pytest_qnn_genai.targets import X86_RUNNER, Target, soc
 
 SM8650 = Target(soc("SM8650"))
+X86 = Target(soc("SM8650"), device=X86_RUNNER)
 STORIES = available()["stories260k"]
 LLAMA3 = available()["llama3_2_toy"]
 
 
-def on(case, target=SM8650, *fixtures: str, pair=None) -> Request:  # noqa: ANN001
-    return Request(frozenset(fixtures), case, target, pair)
+def on(case, target=SM8650, *wants: str | Wants, pair=None) -> Request:  # noqa: ANN001
+    return Request(tuple(w if isinstance(w, Wants) else Wants(w) for w in wants), case, target,
+                   pair)
 
 
-def quantize(case, target=SM8650) -> Step:  # noqa: ANN001
-    return Step(p.QUANTIZE, case.name, target.soc.name, target.backend)
+def quantize(case) -> Need:  # noqa: ANN001
+    return Need(p.QUANTIZE, case if isinstance(case, str) else case.name, "SM8650", "htp")
 
 
-def flow(name: str, case, target=SM8650) -> Step:  # noqa: ANN001
-    return Step(p.FLOW, case.name, target.soc.name, target.backend, name)
+def flow(name: str, case) -> Need:  # noqa: ANN001
+    return Need(name, case if isinstance(case, str) else case.name, "SM8650", "htp")
 
 
 def test_a_flow_built_from_the_qdq_graphs_comes_after_quantize() -> None:
-    assert p.plan([on(STORIES, SM8650, "qnn_pte")]) == [quantize(STORIES), flow("new", STORIES)]
-    assert p.plan([on(STORIES, SM8650, "genai_artifacts")]) == [quantize(STORIES),
-                                                                flow("genai", STORIES)]
+    assert plan([on(STORIES, SM8650, "new")]) == [quantize(STORIES), flow("new", STORIES)]
+    assert plan([on(STORIES, SM8650, "genai")]) == [quantize(STORIES), flow("genai", STORIES)]
 
 
 def test_legacy_needs_nothing_first_and_builds_in_a_subprocess() -> None:
-    (legacy,) = p.plan([on(STORIES, SM8650, "legacy_artifacts")])
+    (legacy,) = plan([on(STORIES, SM8650, "legacy")])
     assert legacy == flow("legacy", STORIES) and legacy.in_subprocess
     assert not quantize(STORIES).in_subprocess and not flow("new", STORIES).in_subprocess
 
@@ -42,88 +45,110 @@ def test_legacy_needs_nothing_first_and_builds_in_a_subprocess() -> None:
 def test_each_entry_once_long_builds_first_each_group_in_first_need_order() -> None:
     """The config a run reads takes seconds: it comes after every build of minutes (else the
     one in-process lane spends them on it first, and the longest chain ends later)."""
-    steps = p.plan([on(LLAMA3, SM8650, "qnn_pte"), on(STORIES, SM8650, "legacy_artifacts"),
-                    on(LLAMA3, SM8650, "qnn_run", "legacy_artifacts"),
-                    on(STORIES, SM8650, "qnn_pte")])
-    assert steps == [quantize(LLAMA3), flow("new", LLAMA3), flow("legacy", STORIES),
+    needs = plan([on(LLAMA3, SM8650, "new"), on(STORIES, SM8650, "legacy"),
+                  on(LLAMA3, SM8650, "new", p.LLM_CONFIG, "legacy"),
+                  on(STORIES, SM8650, "new")])
+    assert needs == [quantize(LLAMA3), flow("new", LLAMA3), flow("legacy", STORIES),
                      flow("legacy", LLAMA3), quantize(STORIES), flow("new", STORIES),
-                     Step(p.LLM_CONFIG, LLAMA3.name)]
+                     Need(p.LLM_CONFIG, LLAMA3.name)]
 
 
-def test_references_follow_what_they_read() -> None:
-    steps = p.plan([on(STORIES, SM8650, "qdq_on_fp32_tokens", "transformers_logits")])
-    assert steps == [quantize(STORIES), Step(p.FP32_REFERENCE, STORIES.name),
-                     Step(p.QDQ_LOGITS, STORIES.name, "SM8650", "htp"),
-                     Step(p.TRANSFORMERS_LOGITS, STORIES.name)]
+def test_references_follow_what_they_are_built_from() -> None:
+    needs = plan([on(STORIES, SM8650, p.QDQ_LOGITS, p.TRANSFORMERS_LOGITS)])
+    assert needs == [quantize(STORIES), Need(p.FP32_REFERENCE, STORIES.name),
+                     Need(p.QDQ_LOGITS, STORIES.name, "SM8650", "htp"),
+                     Need(p.TRANSFORMERS_LOGITS, STORIES.name)]
 
 
 def test_the_heldout_windows_logits_are_planned_the_qdq_ones_after_quantize() -> None:
-    """suites/conftest.py's held-out fixtures: each window's fp32 logits (per case) and QDQ
-    logits (per case and build target); without the plan entries the tests build them at the
-    end of a cold run, one window after another."""
-    x86 = Target(soc("SM8650"), device=X86_RUNNER)
-    for target in (SM8650, x86):
-        assert p.plan([on(STORIES, target, "heldout_fp32", "heldout_qdq")]) == [
-            quantize(STORIES), Step(p.HELDOUT_FP32, STORIES.name),
-            Step(p.HELDOUT_QDQ, STORIES.name, "SM8650", "htp")]
+    """Each window's fp32 logits (per case) and QDQ logits (per case and build target; the
+    x86 runners' are the emulator's)."""
+    for target in (SM8650, X86):
+        assert plan([on(STORIES, target, Wants(p.FP32_LOGITS, p.HELDOUT),
+                        Wants(p.QDQ_LOGITS, p.HELDOUT))]) == [
+            quantize(STORIES), Need(p.FP32_LOGITS, STORIES.name, arg=p.HELDOUT),
+            Need(p.QDQ_LOGITS, STORIES.name, "SM8650", "htp", p.HELDOUT)]
 
 
 def test_a_narrowed_selection_plans_only_its_own_builds() -> None:
-    """``-k smoke`` / ``--models`` narrowing: only the selected items' entries."""
-    assert p.plan([Request(frozenset({"block_fp16", "qnn_pipeline"}), None, SM8650)]) == [
-        Step(p.SMOKE, soc="SM8650", backend="htp", arg="fp16")]
-    assert {s.case for s in p.plan([on(STORIES, SM8650, "qnn_pte", "legacy_artifacts")])} == {
-        STORIES.name}
-    assert p.plan([on(STORIES, SM8650, "qnn_settings", "qnn_case")]) == []
+    assert plan([on(None, SM8650, Wants(p.SMOKE, "fp16"))]) == [
+        Need(p.SMOKE, soc="SM8650", backend="htp", arg="fp16")]
+    assert {n.case for n in plan([on(STORIES, SM8650, "new", "legacy")])} == {STORIES.name}
+    assert plan([on(STORIES, SM8650)]) == []
+    assert plan([on(None, SM8650, p.QUANTIZE)]) == []  # a per-case product, no case
 
 
 def test_a_phone_targets_builds_are_never_planned() -> None:
     """Its builds depend on what the phone runs (asked only when a test starts it)."""
     phone = Target(soc("SM8650"), device="R5CX1234")
-    assert p.plan([on(STORIES, phone, "qnn_run", "legacy_artifacts", "block_16a8w",
-                      "qnn_pipeline")], runners_src=Path("/src/executorch")) == []
+    assert plan([on(STORIES, phone, "new", "legacy", Wants(p.SMOKE, "16a8w"),
+                    Wants(p.RUNNERS))], runners_src=Path("/src/executorch")) == []
 
 
 def test_upstreams_x86_runners_get_the_emulators_builds_and_the_runners() -> None:
-    x86 = Target(soc("SM8650"), device=X86_RUNNER)
     src = Path("/src/executorch")
-    steps = p.plan([on(STORIES, x86, "qnn_pipeline", "qnn_run")], runners_src=src)
-    assert steps == [Step(p.RUNNERS, arg=str(src)), quantize(STORIES), flow("new", STORIES),
-                     Step(p.LLM_CONFIG, STORIES.name)]
-    assert steps[0].in_subprocess
-    # a prebuilt --runner (no source tree): nothing to build for the runners
-    assert Step(p.RUNNERS, arg=str(src)) not in p.plan([on(STORIES, x86, "qnn_pipeline")])
+    runners = Wants(p.RUNNERS, where=lambda t: t.is_x86_runner)
+    needs = plan([on(STORIES, X86, runners, "new", p.LLM_CONFIG)], runners_src=src)
+    assert needs == [Need(p.RUNNERS, arg=str(src)), quantize(STORIES), flow("new", STORIES),
+                     Need(p.LLM_CONFIG, STORIES.name)]
+    assert needs[0].in_subprocess and needs[0].label == f"runners-build {src}"
+    assert plan([on(STORIES, SM8650, runners)], runners_src=src) == []  # where: not here
+    assert plan([on(STORIES, X86, runners)]) == []  # a prebuilt --runner: nothing to build
 
 
-def test_lookahead_builds_are_planned_where_they_are_decoded_and_declared() -> None:
-    """Each flow's build of the case's lookahead variant and of the case itself, on upstream's
-    x86 runners; nothing on the emulator (the test skips there) or for a case declaring none."""
-    x86 = Target(soc("SM8650"), device=X86_RUNNER)
+def test_a_declaration_narrows_to_targets_and_widens_to_variants() -> None:
+    """``where`` and ``cases``, as the lookahead test declares its builds."""
     ahead = f"{STORIES.name}@lookahead"
-    assert p.lookahead_variant_names(STORIES) == ("lookahead",)
-    assert not p.lookahead_variant_names(LLAMA3)
-    steps = p.plan([on(STORIES, x86, "lookahead_cases")])
-    assert steps == [flow("legacy", STORIES), quantize(STORIES), flow("new", STORIES),
-                     Step(p.FLOW, ahead, "SM8650", "htp", "legacy"),
-                     Step(p.QUANTIZE, ahead, "SM8650", "htp"),
-                     Step(p.FLOW, ahead, "SM8650", "htp", "new")]
-    assert p.plan([on(STORIES, SM8650, "lookahead_cases")]) == []
-    assert p.plan([on(LLAMA3, x86, "lookahead_cases")]) == [flow("legacy", LLAMA3),
-                                                            quantize(LLAMA3), flow("new", LLAMA3)]
+    wants = Wants("legacy", where=lambda t: not t.is_emulator,
+                  cases=lambda c: [c, c.variant("lookahead")])
+    assert plan([on(STORIES, X86, wants)]) == [flow("legacy", STORIES), flow("legacy", ahead)]
+    assert plan([on(STORIES, SM8650, wants)]) == []
 
 
 def test_ab_pairs_plan_both_sides_and_skip_undeclared_variants() -> None:
-    steps = p.plan([on(STORIES, SM8650, "qnn_pipeline", pair=("ar8", "new"))])
+    needs = plan([on(STORIES, SM8650, pair=("ar8", "new"))])
     ar8 = f"{STORIES.name}@ar8"
-    assert steps == [Step(p.QUANTIZE, ar8, "SM8650", "htp"), Step(p.FLOW, ar8, "SM8650", "htp", "new"),
-                     quantize(STORIES), flow("new", STORIES), Step(p.LLM_CONFIG, STORIES.name)]
-    assert p.plan([on(STORIES, SM8650, pair=("legacy", "nope"))]) == [
-        flow("legacy", STORIES), Step(p.LLM_CONFIG, STORIES.name)]
+    assert needs == [quantize(ar8), flow("new", ar8), quantize(STORIES), flow("new", STORIES),
+                     Need(p.LLM_CONFIG, STORIES.name)]
+    assert plan([on(STORIES, SM8650, pair=("legacy", "nope"))]) == [
+        flow("legacy", STORIES), Need(p.LLM_CONFIG, STORIES.name)]
 
 
-def test_steps_travel_as_json_and_refuse_unknown_kinds() -> None:
-    step = flow("legacy", STORIES)
-    assert Step.from_dict(step.to_dict()) == step
-    assert step.label == "flow legacy stories260k SM8650-htp"
-    with pytest.raises(ValueError, match="unknown prebuild step kind 'compile'"):
-        Step("compile", "stories260k")
+def test_needs_travel_as_json_and_name_their_product() -> None:
+    need = flow("legacy", STORIES)
+    assert Need.from_dict(need.to_dict()) == need
+    assert need.label == "legacy stories260k SM8650-htp"
+    assert Need(p.QDQ_LOGITS, "a", "SM8650", "htp", p.HELDOUT).label == \
+        "qdq-logits heldout a SM8650-htp"
+    with pytest.raises(p.UnknownProductError, match="unknown product 'compile'; products: "):
+        p.get("compile")
+
+
+def test_a_registered_product_is_planned_after_what_it_is_built_from() -> None:
+    """Adding a product is one table entry: the plan walks it like the harness's own."""
+    dummy = Product("dummy-after-new", Per.CASE_TARGET, "tests.nowhere:make",
+                    built_from=lambda need: (need.on(product="new"),))
+    p.register(dummy)
+    try:
+        assert plan([on(STORIES, SM8650, "dummy-after-new")]) == [
+            quantize(STORIES), flow("new", STORIES),
+            Need("dummy-after-new", STORIES.name, "SM8650", "htp")]
+        assert p.registered_modules() == ["tests.nowhere"]
+        with pytest.raises(ValueError, match="the harness's own"):
+            p.register(Product(p.QUANTIZE, Per.CASE, "x:y"))
+    finally:
+        p.unregister("dummy-after-new")
+
+
+def test_every_product_names_a_make_function_and_code_that_exists() -> None:
+    """The table's own consistency: each make resolves, each code module imports, each
+    ``built_from`` names products of the table."""
+    import importlib
+
+    for product in p.table().values():
+        assert callable(product.maker()), product.name
+        for module in product.code:
+            importlib.import_module(module)
+        need = Need(product.name, STORIES.name, "SM8650", "htp", "new")
+        for dep in product.built_from(need):
+            p.get(dep.product)

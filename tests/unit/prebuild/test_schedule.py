@@ -5,30 +5,31 @@ from __future__ import annotations
 import threading
 import time
 
-from pytest_qnn_genai.prebuild import plan as p
-from pytest_qnn_genai.prebuild.plan import Step
+from pytest_qnn_genai.pipeline import products as p
+from pytest_qnn_genai.pipeline.products import Need
+from pytest_qnn_genai.prebuild.plan import dependencies
 from pytest_qnn_genai.prebuild.schedule import FAILED, SKIPPED, StepBusy, run_steps
 
-Q = Step(p.QUANTIZE, "a", "SM8650", "htp")
-NEW = Step(p.FLOW, "a", "SM8650", "htp", "new")
-LEGACY = Step(p.FLOW, "a", "SM8650", "htp", "legacy")
-LEGACY_B = Step(p.FLOW, "b", "SM8650", "htp", "legacy")
-SMOKE = Step(p.SMOKE, soc="SM8650", backend="htp", arg="fp16")
+Q = Need(p.QUANTIZE, "a", "SM8650", "htp")
+NEW = Need("new", "a", "SM8650", "htp")
+LEGACY = Need("legacy", "a", "SM8650", "htp")
+LEGACY_B = Need("legacy", "b", "SM8650", "htp")
+SMOKE = Need(p.SMOKE, soc="SM8650", backend="htp", arg="fp16")
 
 
 class Builds:
     """Records when each step ran and how many ran at once (in process / in all)."""
 
-    def __init__(self, seconds: float = 0.05, fail: tuple[Step, ...] = ()) -> None:
+    def __init__(self, seconds: float = 0.05, fail: tuple[Need, ...] = ()) -> None:
         self.seconds, self.fail = seconds, fail
-        self.started: list[Step] = []
-        self.finished: list[Step] = []
-        self.running: set[Step] = set()
+        self.started: list[Need] = []
+        self.finished: list[Need] = []
+        self.running: set[Need] = set()
         self.max_in_process = self.max_total = 0
-        self.overlapped: set[tuple[Step, Step]] = set()
+        self.overlapped: set[tuple[Need, Need]] = set()
         self.lock = threading.Lock()
 
-    def __call__(self, step: Step) -> str:
+    def __call__(self, step: Need) -> str:
         with self.lock:
             self.started.append(step)
             self.overlapped |= {(step, other) for other in self.running}
@@ -46,7 +47,7 @@ class Builds:
 
 
 def run(steps, builds, slots=2, draining=None, lines=None):  # noqa: ANN001
-    return run_steps(steps, builds, p.dependencies, slots=slots,
+    return run_steps(steps, builds, dependencies, slots=slots,
                      draining=draining or threading.Event(),
                      report=(lines if lines is not None else []).append, retry_s=0.05)
 
@@ -81,7 +82,7 @@ def test_a_busy_entry_is_tried_later_while_the_lane_builds_the_next_step() -> No
     builds = Builds()
     busy = {Q: 2}  # a test holds quantize's lock for the first two tries
 
-    def execute(step: Step) -> str:
+    def execute(step: Need) -> str:
         if busy.get(step, 0) > 0:
             busy[step] -= 1
             raise StepBusy(step.label)
@@ -96,7 +97,7 @@ def test_draining_starts_nothing_more_and_lets_the_running_step_finish() -> None
     draining = threading.Event()
     builds = Builds(seconds=0.3)
 
-    def execute(step: Step) -> str:
+    def execute(step: Need) -> str:
         draining.set()  # the session ends while the first step runs
         return builds(step)
 

@@ -19,11 +19,12 @@ from pytest_qnn_genai.cache import ArtifactCache, CacheEntry, code_digest
 from pytest_qnn_genai.flows import registry as flows
 from pytest_qnn_genai.flows.base import BuildRequest, Flow, FlowArtifacts
 from pytest_qnn_genai.hybrid import CALIBRATION
-from pytest_qnn_genai.models import families
 from pytest_qnn_genai.models.registry import ModelCase
+from pytest_qnn_genai.pipeline import products
+from pytest_qnn_genai.pipeline.products import Build, Need
 from pytest_qnn_genai.runtime.result import RunResult
 from pytest_qnn_genai.stages.reference import Reference
-from pytest_qnn_genai.targets import EMULATOR, Target
+from pytest_qnn_genai.targets import EMULATOR, Target, known_build_target
 
 if TYPE_CHECKING:
     import torch
@@ -36,26 +37,6 @@ if TYPE_CHECKING:
     from pytest_qnn_genai.stages.compile import PteArtifacts
     from pytest_qnn_genai.stages.prepare import PreparedModel
     from pytest_qnn_genai.stages.quantize import QdqArtifacts
-
-# What builds each entry that is not a flow's: the package modules whose code (and transitive
-# package imports) goes into its key, so an edit to the harness rebuilds what it shapes and nothing
-# else. A flow's entries are keyed by its own module and its ``Flow.code``. The model families are
-# found at run time (no static import reaches them): they are roots of their own.
-FAMILIES = families.module_names()
-CODE = {
-    "quantize": ("pytest_qnn_genai.stages.quantize", *FAMILIES),
-    "smoke-lower": ("pytest_qnn_genai.flows.smoke",),
-    "fp32-reference": ("pytest_qnn_genai.stages.reference", "pytest_qnn_genai.stages.prepare",
-                       *FAMILIES),
-    "qdq-logits": ("pytest_qnn_genai.stages.reference", "pytest_qnn_genai.stages.prepare",
-                   *FAMILIES),
-    "fp32-logits": ("pytest_qnn_genai.stages.reference", "pytest_qnn_genai.stages.prepare",
-                    *FAMILIES),
-    "runners-build": ("pytest_qnn_genai.runners.build",),
-    "qdq-encodings": ("pytest_qnn_genai.checks.encodings",),
-    "llm-config": ("pytest_qnn_genai.stages.recipe",),
-    "transformers-logits": ("pytest_qnn_genai.models.hf",),
-}
 
 
 class Pipeline:
@@ -76,21 +57,39 @@ class Pipeline:
         builds: llama.py ``--enable_x86_64``, no shared buffer, no weight sharing, the only
         programs the simulator loads (measured: a phone LLM build fails with "Shared weights
         buffer isn't supported on this platform")."""
-        if target.is_emulator or self.devices is None or not self.devices.serves(target):
+        known = known_build_target(target)
+        if known is not None:
+            return known
+        if self.devices is None or not self.devices.serves(target):
             return target  # no device to ask (builds only): a phone's builds
         if self.devices.session(target).runs_simulator:
             return dataclasses.replace(target, device=EMULATOR)
         return target
 
-    def _inputs(self, stage: str, inputs: dict[str, object]) -> dict[str, object]:
-        """A stage's key inputs plus the digest of the code that builds it."""
-        return {**inputs, "code": code_digest(CODE[stage], package_root=self.package_root)}
+    def _inputs(self, product: str, inputs: dict[str, object]) -> dict[str, object]:
+        """A product's key inputs plus the digest of the code that builds it (its ``code``)."""
+        code = products.get(product).code
+        return {**inputs, "code": code_digest(code, package_root=self.package_root)}
 
-    def _build(self, stage: str, inputs: dict[str, object], build: Callable[[Path], object],
-               upstream: tuple[str, ...] = (), label: str = "") -> CacheEntry:
-        """``cache.get_or_build`` with the code that builds ``stage`` in the key."""
-        return self.cache.get_or_build(stage, self._inputs(stage, inputs), build,
+    def entry(self, product: str, inputs: dict[str, object], build: Callable[[Path], object],
+              upstream: Sequence[str] = (), label: str = "") -> CacheEntry:
+        """One entry of ``product`` (:mod:`.products`): ``cache.get_or_build`` under its cache
+        stage, with ``inputs`` and the code that builds it in the key."""
+        return self.cache.get_or_build(products.get(product).cache_stage,
+                                       self._inputs(product, inputs), build,
                                        upstream=list(upstream), label=label)
+
+    def make(self, product: str, case: ModelCase | None = None, target: Target | None = None,
+             arg: str = "") -> object:
+        """Every entry one need of ``product`` names, through its ``make`` (what the prebuild
+        builds ahead for a fixture that declares it): for ``case`` on ``target``'s builds."""
+        build_target = None if target is None else self.build_target(target)
+        need = products.need_for(product, case, build_target, arg)
+        return self.make_need(Build(need or Need(product, arg=arg), case, build_target))
+
+    def make_need(self, build: Build) -> object:
+        """``build``'s product's ``make`` (the prebuild's one call per step)."""
+        return products.get(build.need.product).maker()(self, build)
 
     # -- stages ---------------------------------------------------------------------------
     def prepared(self, case: ModelCase) -> PreparedModel:
@@ -110,8 +109,8 @@ class Pipeline:
         """Stage quantize: the QDQ graphs for the target's SoC and backend."""
         from pytest_qnn_genai.stages.quantize import quantize
 
-        return self._build(
-            "quantize", self._qdq_key(case, target),
+        return self.entry(
+            products.QUANTIZE, self._qdq_key(case, target),
             lambda out: quantize(self.prepared(case), target.soc, out, target.backend),
             label=f"{case.name} {target.soc.name}-{target.backend}")
 
@@ -191,7 +190,7 @@ class Pipeline:
             (out / "llm_config.json").write_text(json.dumps(
                 {"decoder_model_version": decoder_model_version(case)}))
 
-        entry = self._build("llm-config", {"decoder_model": case.decoder_model}, build,
+        entry = self.entry(products.LLM_CONFIG, {"decoder_model": case.decoder_model}, build,
                             label=case.decoder_model)
         return str(json.loads(entry.file("llm_config.json").read_text())["decoder_model_version"])
 
@@ -227,8 +226,8 @@ class Pipeline:
         from pytest_qnn_genai.flows import smoke
 
         target = self.build_target(target)
-        return self._build(
-            "smoke-lower", smoke.spec(target, quant), lambda out: smoke.build(target, quant, out),
+        return self.entry(
+            products.SMOKE, smoke.spec(target, quant), lambda out: smoke.build(target, quant, out),
             label=f"attention-{quant} {target.id}")
 
     def runners_entry(self, src: Path, logging: bool = True) -> CacheEntry:
@@ -237,7 +236,7 @@ class Pipeline:
         folder (:mod:`pytest_qnn_genai.runners`); ``logging=False``: ET_LOG compiled out."""
         from pytest_qnn_genai.runners import build_runners, key_inputs
 
-        return self._build("runners-build", key_inputs(src, logging=logging),
+        return self.entry(products.RUNNERS, key_inputs(src, logging=logging),
                            lambda out: build_runners(src, out, logging=logging),
                            label="qnn_llama_runner qnn_executor_runner"
                                  + ("" if logging else " (no logging)"))
@@ -249,11 +248,6 @@ class Pipeline:
         return RunnerBuild.load(self.runners_entry(src, logging).path)
 
     # -- any flow, same shape ---------------------------------------------------------------
-    def _flow_inputs(self, flow: Flow, case: ModelCase, target: Target) -> dict[str, object]:
-        modules = (type(flow).__module__, *flow.code)
-        return {**flow.key(case, target),
-                "code": code_digest(modules, package_root=self.package_root)}
-
     def flow_entry(self, flow: Flow, case: ModelCase, target: Target) -> CacheEntry:
         """``flow``'s build of ``case`` for ``target`` (its build target), through the cache;
         a flow that starts from the staged QDQ graphs has their entry as its upstream."""
@@ -264,9 +258,8 @@ class Pipeline:
             qdq = self.qdq(case, target) if flow.from_qdq else None
             flow.build(BuildRequest(case, target, qdq), out)
 
-        return self.cache.get_or_build(flow.stage, self._flow_inputs(flow, case, target), build,
-                                       upstream=list(upstream),
-                                       label=f"{case.name} {target.soc.name}-{target.backend}")
+        return self.entry(flow.name, flow.key(case, target), build, upstream,
+                          label=f"{case.name} {target.soc.name}-{target.backend}")
 
     def cached_entry(self, flow_name: str, case: ModelCase, target: Target) -> CacheEntry | None:
         """``flow_name``'s entry if the cache already holds it (never builds: e.g. minutes of
@@ -275,12 +268,13 @@ class Pipeline:
         target = self.build_target(target)
         upstream: list[str] = []
         if flow.from_qdq:
-            qdq_inputs = self._inputs("quantize", self._qdq_key(case, target))
-            qdq = self.cache.lookup("quantize", self.cache.key("quantize", qdq_inputs))
+            qdq_inputs = self._inputs(products.QUANTIZE, self._qdq_key(case, target))
+            qdq = self.cache.lookup(products.QUANTIZE,
+                                    self.cache.key(products.QUANTIZE, qdq_inputs))
             if qdq is None:
                 return None
             upstream = [qdq.digest]
-        inputs = self._flow_inputs(flow, case, target)
+        inputs = self._inputs(flow.name, flow.key(case, target))
         return self.cache.lookup(flow.stage, self.cache.key(flow.stage, inputs, upstream))
 
     def artifacts(self, flow_name: str, case: ModelCase, target: Target) -> FlowArtifacts:
@@ -292,19 +286,29 @@ class Pipeline:
         qdq = None
         if flow.from_qdq:
             build_target = self.build_target(target)
-            build_s = {"quantize": _build_s(self.qdq_entry(case, build_target)), **build_s}
+            build_s = {products.QUANTIZE: _build_s(self.qdq_entry(case, build_target)), **build_s}
             qdq = self.qdq(case, build_target)
         out = flow.load(entry.path, qdq)
         return FlowArtifacts(flow.name, out.files, build_s, out.info)
 
     # -- references -----------------------------------------------------------------------
+    def eval_prompt_tokens(self, case: ModelCase) -> list[int]:
+        """The case's eval prompt as every run encodes it (BOS and EOS from its tokenizer)."""
+        from pytest_qnn_genai.runtime.tokenizer import encode, load_tokenizer
+
+        return encode(load_tokenizer(case.path("tokenizer_model")), case.eval_prompt)
+
+    def eval_reference(self, case: ModelCase) -> Reference:
+        """The fp32 model's greedy continuation of the case's eval prompt."""
+        return self.fp32_reference(case, self.eval_prompt_tokens(case))
+
     def fp32_reference(self, case: ModelCase, prompt_tokens: list[int]) -> Reference:
         """The fp32 model's greedy continuation of ``prompt_tokens`` and its logits."""
         from pytest_qnn_genai.stages.reference import fp32_reference
 
         n = case.max_new_tokens
-        entry = self._build(
-            "fp32-reference", {"case": case.build_fingerprint(),
+        entry = self.entry(
+            products.FP32_REFERENCE, {"case": case.build_fingerprint(),
                                "prompt_tokens": list(prompt_tokens), "max_new_tokens": n},
             lambda out: fp32_reference(self.prepared(case), prompt_tokens, n).save(out),
             label=case.name)
@@ -320,8 +324,8 @@ class Pipeline:
             teacher_forced(graph, self.prepared(case), prompt_tokens, tokens).save(out)
 
         qdq_entry = self.qdq_entry(case, target)
-        entry = self._build(
-            "qdq-logits", {"prompt_tokens": list(prompt_tokens), "tokens": list(tokens)}, build,
+        entry = self.entry(
+            products.QDQ_LOGITS, {"prompt_tokens": list(prompt_tokens), "tokens": list(tokens)}, build,
             upstream=(qdq_entry.digest,), label=f"{case.name} {target.soc.name}-{target.backend}")
         return Reference.load(entry.path).logits
 
@@ -336,8 +340,8 @@ class Pipeline:
             teacher_forced(prepared.graphs[CALIBRATION], prepared, prompt_tokens,
                            tokens).save(out)
 
-        entry = self._build(
-            "fp32-logits", {"case": case.build_fingerprint(),
+        entry = self.entry(
+            products.FP32_LOGITS, {"case": case.build_fingerprint(),
                             "prompt_tokens": list(prompt_tokens), "tokens": list(tokens)},
             build, label=case.name)
         return Reference.load(entry.path).logits
@@ -367,7 +371,7 @@ class Pipeline:
         from pytest_qnn_genai.checks.encodings import ENCODINGS_FILE, GraphEncodings, graph_encodings
         from pytest_qnn_genai.files import file_sha256
 
-        entry = self._build("qdq-encodings", {"graph_sha256": file_sha256(graph)},
+        entry = self.entry(products.QDQ_ENCODINGS, {"graph_sha256": file_sha256(graph)},
                             lambda out: graph_encodings(graph).save(out),
                             label=f"{graph.parent.parent.name}/{graph.name}")
         return GraphEncodings.load(entry.file(ENCODINGS_FILE))
@@ -387,8 +391,8 @@ class Pipeline:
             np.save(out / "logits.npy", hf.logits(self._transformers[case.name], list(tokens)))
 
         files = {p.name: file_sha256(p) for p in sorted(case.folder.iterdir()) if p.is_file()}
-        entry = self._build(
-            "transformers-logits", {"case": case.build_fingerprint(), "folder_sha256": files,
+        entry = self.entry(
+            products.TRANSFORMERS_LOGITS, {"case": case.build_fingerprint(), "folder_sha256": files,
                                     "transformers": dist_version("transformers"),
                                     "tokens": list(tokens)}, build, label=case.name)
         logits: np.ndarray = np.load(entry.file("logits.npy"))
