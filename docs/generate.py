@@ -2,8 +2,9 @@
 build time, so no committed page can drift from it.
 
 A page asks for a generated part with a marker on a line of its own (``<!-- qnn:fixtures -->``,
-``marks``, ``options``, ``case-specs``) or inline (``[[const:suites/gate/test_gate.py:NAME]]``, a
-module-level constant's value read from the source). Fixtures are read from their source files
+``marks``, ``options``, ``case-specs``, ``readme-example``: the README's example test, whose one
+home is the README) or inline (``[[const:suites/gate/test_gate.py:NAME]]``, a module-level
+constant's value read from the source). Fixtures are read from their source files
 with :mod:`ast` (the plugin's ``plugin/fixtures.py``, every ``suites/**/conftest.py``, and the
 arguments the plugin parametrises in ``plugin/*.py``), so the build imports neither torch nor the
 suites; marks and options come from the plugin's own tables (``MARKERS``, ``KNOBS``). A marker or
@@ -199,9 +200,18 @@ def case_specs_page() -> str:
     return "\n".join(["| case | declared bounds |", "|---|---|", *rows, "", *notes]) + "\n"
 
 
+def readme_example_page() -> str:
+    """The README's example test (one home: tests/integration/docs runs it)."""
+    blocks = re.findall(r"^```python\n.*?^```\n", (ROOT / "README.md").read_text(),
+                        re.MULTILINE | re.DOTALL)
+    if len(blocks) != 1:
+        raise GenerationError(f"README.md has {len(blocks)} python blocks; the example is one")
+    return blocks[0]
+
+
 # -- the hook -------------------------------------------------------------------------------------
 GENERATORS = {"fixtures": fixtures_page, "marks": marks_page, "options": options_page,
-              "case-specs": case_specs_page}
+              "case-specs": case_specs_page, "readme-example": readme_example_page}
 
 
 def expand(markdown: str) -> str:
