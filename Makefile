@@ -2,6 +2,7 @@
 #   make gate   run the gate suites on the x86 HTP emulator (SoC SM8650 unless SOC=...)
 #   make test   lint, then run the plugin's own tests and the suites
 #   make unit   the fast tier only (seconds, no builds)
+#   make docs   the docs site (mkdocs, warnings are errors) into build/site
 PYTHON ?= python3.11
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
@@ -19,7 +20,7 @@ STAMP  := $(VENV)/.installed
 QNN_GENAI_EXECUTORCH_SRC ?= $(wildcard $(abspath $(CURDIR)/../shared/upstream/executorch))
 export QNN_GENAI_EXECUTORCH_SRC
 
-.PHONY: gate test unit lint install adb build-deps dav chromium nightly clean
+.PHONY: gate test unit lint docs install adb build-deps dav chromium nightly clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
@@ -68,7 +69,12 @@ lint: install
 unit: install
 	$(PY) -m pytest tests/unit -n $(TEST_WORKERS) $(PYTEST_ARGS)
 
-test: lint adb build-deps dav chromium
+# the docs site: pages in docs/pages, the reference pages generated from the code at build time
+# (docs/generate.py, an mkdocs hook); --strict makes every warning (a broken link) an error
+docs: install
+	$(VENV)/bin/mkdocs build --strict --quiet
+
+test: lint docs adb build-deps dav chromium
 	@$(PY) -m pytest tests suites -n $(TEST_WORKERS) --soc $(SOC) $(PYTEST_ARGS); rc=$$?; \
 	  if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests (exit 5)" >&2; fi; exit $$rc
 
