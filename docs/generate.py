@@ -2,8 +2,8 @@
 build time, so no committed page can drift from it.
 
 A page asks for a generated part with a marker on a line of its own (``<!-- qnn:fixtures -->``,
-``marks``, ``options``, ``case-specs``, ``readme-example``: the README's example test, whose one
-home is the README) or inline (``[[const:suites/gate/test_gate.py:NAME]]``, a module-level
+``marks``, ``options``, ``case-specs``, ``product-graph``, ``readme-example``: the README's
+example test, whose one home is the README) or inline (``[[const:suites/gate/test_gate.py:NAME]]``, a module-level
 constant's value read from the source). Fixtures are read from their source files
 with :mod:`ast` (the plugin's ``plugin/fixtures.py``, every ``suites/**/conftest.py``, and the
 arguments the plugin parametrises in ``plugin/*.py``), so the build imports neither torch nor the
@@ -209,9 +209,36 @@ def readme_example_page() -> str:
     return blocks[0]
 
 
+# -- the product graph ----------------------------------------------------------------------------
+# representative arguments of the products whose ``built_from`` depends on their argument
+GRAPH_ARGS = {"qdq-encodings": ("legacy", "new"), "qdq-logits": ("", "heldout")}
+
+
+def product_graph_page() -> str:
+    """The product table (pipeline/products.py) as a table and as edges "built from -> product".
+    Imports the package (the flows are products: their modules import torch)."""
+    from pytest_qnn_genai.pipeline.products import Need, table
+
+    rows, edges = [], []
+    for product in table().values():
+        froms: dict[str, None] = {}
+        for arg in GRAPH_ARGS.get(product.name, ("",)):
+            need = Need(product.name, "CASE", "SOC", "htp", arg)
+            froms.update(dict.fromkeys(d.product for d in product.built_from(need)))
+        kind = ", ".join(k for k, on in (("minutes", product.long),
+                                          ("subprocess", product.in_subprocess)) if on)
+        rows.append(f"| `{product.name}` | `{product.cache_stage}` | {product.per.value} | "
+                    f"{', '.join(f'`{f}`' for f in froms) or '-'} | {kind or 'seconds'} | "
+                    f"{', '.join(f'`{m}`' for m in product.code)} |")
+        edges += [f"{f:>20} --> {product.name}" for f in froms]
+    return "\n".join(["| product | cache stage | per | built from | builds in | code in its key |",
+                      "|---|---|---|---|---|---|", *rows, "", "```", *edges, "```"]) + "\n"
+
+
 # -- the hook -------------------------------------------------------------------------------------
 GENERATORS = {"fixtures": fixtures_page, "marks": marks_page, "options": options_page,
-              "case-specs": case_specs_page, "readme-example": readme_example_page}
+              "case-specs": case_specs_page, "readme-example": readme_example_page,
+              "product-graph": product_graph_page}
 
 
 def expand(markdown: str) -> str:

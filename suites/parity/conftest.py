@@ -49,22 +49,26 @@ def parity_table(qnn_parity) -> parity.ParityTable:  # noqa: ANN001
 @pytest.fixture(scope="session")
 @needs("legacy")
 def legacy_artifacts(qnn_pipeline, qnn_sdk, qnn_case, qnn_target) -> FlowArtifacts:
+    """llama.py's build of the case for the target (cached): .pte, QDQ graph, build times."""
     return qnn_pipeline.artifacts("legacy", qnn_case, qnn_target)
 
 
 @pytest.fixture(scope="session")
 @needs("new")
 def new_artifacts(qnn_pipeline, qnn_sdk, qnn_case, qnn_target) -> FlowArtifacts:
+    """The staged flow's build of the case for the target (cached), in the same shape."""
     return qnn_pipeline.artifacts("new", qnn_case, qnn_target)
 
 
 @pytest.fixture(scope="session")
 def legacy_signature(legacy_artifacts) -> parity.Signature:
+    """The legacy program's methods, constants and IO, read back from its .pte."""
     return parity.program_signature(legacy_artifacts.pte)
 
 
 @pytest.fixture(scope="session")
 def new_signature(new_artifacts) -> parity.Signature:
+    """The staged program's methods, constants and IO, read back from its .pte."""
     return parity.program_signature(new_artifacts.pte)
 
 
@@ -77,10 +81,12 @@ def _run(pipeline, artifacts, case, target) -> RunResult:
 @pytest.fixture(scope="session")
 @needs(products.LLM_CONFIG)
 def legacy_run(qnn_pipeline, legacy_artifacts, qnn_case, qnn_target):
+    """Greedy generation of the eval prompt by the legacy program on the target, with logits."""
     return _run(qnn_pipeline, legacy_artifacts, qnn_case, qnn_target)
 
 
 @pytest.fixture(scope="session")
 @needs(products.LLM_CONFIG)
 def new_run(qnn_pipeline, new_artifacts, qnn_case, qnn_target):
+    """Greedy generation of the eval prompt by the staged program on the target, with logits."""
     return _run(qnn_pipeline, new_artifacts, qnn_case, qnn_target)

@@ -157,3 +157,12 @@ def test_a_marker_or_constant_that_names_nothing_fails_the_build() -> None:
         generate.expand("[[const:suites/gone.py:X]]")
     with pytest.raises(generate.GenerationError, match="no such generated part"):
         generate.expand("<!-- qnn:nothing -->")
+
+
+def test_every_product_and_its_edges_are_on_the_architecture_page(site: Path) -> None:
+    """The product graph drawn from the table: every product, and what the flows are built from."""
+    from pytest_qnn_genai.pipeline.products import table
+
+    page = _text(site, "architecture.html")
+    assert missing(set(table()), page) == []
+    assert "quantize --> new" in page and "fp32-reference --> transformers-logits" in page
