@@ -3,8 +3,9 @@ build time, so no committed page can drift from it.
 
 A page asks for a generated part with a marker on a line of its own (``<!-- qnn:fixtures -->``,
 ``marks``, ``options``, ``case-specs``, ``product-graph``, ``readme-example``: the README's
-example test, whose one home is the README) or inline (``[[const:suites/gate/test_gate.py:NAME]]``, a module-level
-constant's value read from the source). Fixtures are read from their source files
+example test, whose one home is the README) or inline
+(``[[const:suites/gate/test_gate.py:NAME]]``, a module-level constant's value read from the
+source). Fixtures are read from their source files
 with :mod:`ast` (the plugin's ``plugin/fixtures.py``, every ``suites/**/conftest.py``, and the
 arguments the plugin parametrises in ``plugin/*.py``), so the build imports neither torch nor the
 suites; marks and options come from the plugin's own tables (``MARKERS``, ``KNOBS``). A marker or
