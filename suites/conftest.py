@@ -45,9 +45,9 @@ def heldout_qdq(qnn_pipeline, qnn_case, qnn_target, heldout_documents) -> list[n
 def heldout_target(qnn_settings) -> Callable[..., list[np.ndarray]]:  # noqa: ANN001
     """``heldout_target(pipeline, case, target, pte, docs, digest=None)``: a program's logits of
     every window on the target (one prompt pass each). On upstream's x86 runner only with
-    ``--nightly``: there a window is a runner call (~84 s a program against the emulator's 8 s,
-    measured) and it scores as the emulator's prompt processor does (README, "Gate specs and
-    perplexity"); a phone always scores them."""
+    ``--nightly``: there a window is a runner call, ten times the emulator's prompt pass (the
+    measurements page), and it scores as the emulator's prompt processor does; a phone always
+    scores them."""
     def rows(pipeline, case, target, pte: Path, docs: list[perplexity.Document],  # noqa: ANN001
              digest: str | None = None) -> list[np.ndarray]:
         if target.is_x86_runner and not qnn_settings.nightly:

@@ -180,7 +180,7 @@ class Pipeline:
 
     def decoder_model_version(self, case: ModelCase) -> str:
         """The runner's ``--decoder_model_version`` for ``case`` (llama.py's model config),
-        cached: reading it imports executorch's LLM example package (6-12 s measured), which a
+        cached: reading it imports executorch's LLM example package (seconds), which a
         warm run needs for nothing else."""
         import json
 

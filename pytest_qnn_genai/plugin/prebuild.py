@@ -7,8 +7,8 @@ prebuild process for the plan; nothing starts under ``--collect-only``, with
 ``--no-qnn-prebuild`` or for an empty plan. At the session's end it is stopped: at once when no
 test can need it any more (no xdist, one worker, an interrupted or failed-fast session), else it
 builds on until every other worker has ended: ``gw0`` may run out of tests while another worker
-has tests to come that need entries still planned (measured: stopping it there left a lookahead
-compile, 95 s, to a test at the end of a cold gate). Each other worker says it has ended with a
+has tests to come that need entries still planned (stopped there, it leaves a long compile to a
+test at the end of a cold gate, one core idle). Each other worker says it has ended with a
 file in a folder named by xdist's ``testrunuid`` (:func:`worker_ended`), which ``gw0`` watches
 and removes. Its build statistics join this process's, so the summary counts its builds.
 A measurement (a ``perf`` item) first waits until the prebuild has built its plan
