@@ -184,7 +184,7 @@ _REGISTERED: dict[str, Product] = {}
 def register(product: Product) -> Product:
     """Add a product to the table from outside this module (its module is remembered so the
     prebuild process can import it)."""
-    if product.name in _builtin():
+    if product.name in _builtin() or product.name in flows.flows():
         raise ValueError(f"product {product.name!r} is the harness's own")
     made = dataclasses.replace(product, module=product.module or product.make.partition(":")[0])
     _REGISTERED[made.name] = made
@@ -196,8 +196,12 @@ def unregister(name: str) -> None:
 
 
 def table() -> dict[str, Product]:
-    """Every product by name: the harness's own, its flows', then the registered ones."""
-    return {**_builtin(), **_REGISTERED}
+    """Every product by name: the harness's own, one per registered flow (read from the flows'
+    registry each time: a flow module added later is a product too), the registered ones."""
+    static = _builtin()
+    made = [static[QUANTIZE], *(_flow_product(flow) for flow in flows.flows().values()),
+            *(p for name, p in static.items() if name != QUANTIZE)]
+    return {**{p.name: p for p in made}, **_REGISTERED}
 
 
 def get(name: str) -> Product:
@@ -286,7 +290,6 @@ def _builtin() -> dict[str, Product]:
     made = [
         Product(QUANTIZE, Per.CASE_TARGET, _MAKERS + "quantize",
                 ("pytest_qnn_genai.stages.quantize", *families.module_names()), long=True),
-        *(_flow_product(flow) for flow in flows.flows().values()),
         Product(SMOKE, Per.TARGET, _MAKERS + "smoke", ("pytest_qnn_genai.flows.smoke",)),
         Product(LLM_CONFIG, Per.CASE, _MAKERS + "llm_config", ("pytest_qnn_genai.stages.recipe",)),
         Product(FP32_REFERENCE, Per.CASE, _MAKERS + "eval_reference", reference),
