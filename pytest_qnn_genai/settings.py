@@ -22,6 +22,15 @@ if TYPE_CHECKING:
     from pytest_qnn_genai.shards import Shard
 
 CACHE_DIR_ENV = "QNN_GENAI_CACHE_DIR"
+_FALSE_WORDS = ("", "0", "false", "no", "off")
+
+
+def in_ci(environ: Mapping[str, str] | None = None) -> bool:
+    """Whether ``$CI`` says this is a CI run (GitHub, GitLab and most services set ``CI=true``):
+    there a golden update is refused unless forced, and a missing tool fails instead of skipping.
+    """
+    environ = os.environ if environ is None else environ
+    return environ.get("CI", "").strip().lower() not in _FALSE_WORDS
 
 
 def default_cache_dir(environ: Mapping[str, str] | None = None, *, explicit: bool = True) -> Path:
@@ -52,6 +61,7 @@ class Settings:
     shard: Shard | None  # --qnn-shard K/N
     nightly: bool
     update_golden: bool
+    force_update: bool  # --qnn-force-update: an update under CI=true
     golden_dir: Path
     report_dir: Path | None
     compare_to: Path | None

@@ -31,7 +31,8 @@ def _pytester_without_unused_plugins(request: pytest.FixtureRequest) -> None:
     pytester subprocess measured 4.8 s with them, 1.8 s without). Pytester drops
     PYTEST_ADDOPTS when it is created, so it is set again after. Under ``make test`` (``-n 2``)
     the outer worker's xdist variables are dropped: an inner run that inherited
-    ``PYTEST_XDIST_WORKER=gw1`` would take itself for worker 1 of 2."""
+    ``PYTEST_XDIST_WORKER=gw1`` would take itself for worker 1 of 2. ``CI`` is dropped too: a
+    test of the CI behaviour sets it for its inner run."""
     if "pytester" in request.fixturenames:
         request.getfixturevalue("pytester")
         addopts = " ".join(request.config.getini("addopts"))
@@ -39,6 +40,8 @@ def _pytester_without_unused_plugins(request: pytest.FixtureRequest) -> None:
         monkeypatch.setenv("PYTEST_ADDOPTS", addopts)
         for name in XDIST_ENV:  # an inner run is no worker of the outer run's xdist
             monkeypatch.delenv(name, raising=False)
+        # nor a CI run (where updates are refused and a missing tool fails) unless it says so
+        monkeypatch.delenv("CI", raising=False)
 
 
 @pytest.fixture(scope="session")
