@@ -86,9 +86,9 @@ def legacy(qnn_pipeline, qnn_sdk, case, sm8650_emulator) -> LegacyArtifacts:
 
 @pytest.fixture(scope="session")
 def x86_runners(qnn_pipeline, qnn_settings) -> RunnerBuild:
-    """ExecuTorch's own qnn_llama_runner and qnn_executor_runner built for x86_64 from the
-    session's ``--executorch-src`` (a cache entry); skipped, naming the option, without one."""
-    if qnn_settings.executorch_src is None:
-        pytest.skip("needs ExecuTorch's own runners: pass --executorch-src DIR "
-                    "(or QNN_GENAI_EXECUTORCH_SRC)")
-    return qnn_pipeline.runners(qnn_settings.executorch_src)
+    """ExecuTorch's own qnn_llama_runner and qnn_executor_runner built for x86_64 from
+    upstream's source tree (``tests.support.upstream``: ``--executorch-src``, else the checkout
+    beside this one; a cache entry); without one skipped, or failed where ``$CI`` is set."""
+    from tests.support.upstream import require_source_tree
+
+    return qnn_pipeline.runners(require_source_tree(qnn_settings.executorch_src))
