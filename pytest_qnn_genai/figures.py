@@ -9,6 +9,8 @@ its threshold and its verdict have one source. The contract:
 - ``verdict`` is ``pass``, ``fail`` or ``inconclusive`` only together with a ``judge`` that names
   the check (``≥ 15 dB``, ``floor 1600 (SM8650 phone, −10 % noise)``, ``B/A ≥ 0.9 at 95 %``); a
   figure nothing judged is ``info``. A judged figure without a judge is refused (ValueError).
+  ``updated`` is the value an update run wrote into a golden file (its judge names the file): it
+  was judged by nothing, since judging it against what it just wrote cannot fail.
 - ``rule`` says what kind of check it was; :data:`PHONE_FLOOR` marks a golden perf floor, which
   only a phone's figure may meet (the report refuses it on an emulator record).
 - ``bound`` is the threshold as a number when there is one (plots draw it), ``better`` the
@@ -21,12 +23,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 from pytest_qnn_genai.untyped import Json
 
-PASS, FAIL, INCONCLUSIVE, INFO = "pass", "fail", "inconclusive", "info"
-VERDICTS = (PASS, FAIL, INCONCLUSIVE, INFO)
+PASS, FAIL, INCONCLUSIVE, INFO, UPDATED = "pass", "fail", "inconclusive", "info", "updated"
+VERDICTS = (PASS, FAIL, INCONCLUSIVE, INFO, UPDATED)
 FAILING = (FAIL, INCONCLUSIVE)  # a gate that could not tell is never a pass
 
 # what kind of check judged a figure
@@ -138,6 +140,13 @@ def measured(name: str, value: float, *, label: str = "") -> Figure:
     if isinstance(value, (int, float)) and math.isfinite(value) and value > 0:
         return info(name, value, better=better, label=label)
     return Figure(name, value, FAIL, "a measurement is > 0", AT_LEAST, 0.0, better, label=label)
+
+
+def updated(figure: Figure, where: str) -> Figure:
+    """``figure`` as the value an update run wrote into ``where`` (a golden file): verdict
+    ``updated``, never ``pass``."""
+    return replace(figure, verdict=UPDATED, judge=f"written to {where} by an update run, "
+                   "not judged", rule="")
 
 
 def problem(name: str, message: str, judge: str) -> Figure:

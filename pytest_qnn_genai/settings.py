@@ -30,6 +30,17 @@ def artifacts_dir(cache_dir: Path) -> Path:
     return cache_dir / ARTIFACTS
 
 
+_FALSE_WORDS = ("", "0", "false", "no", "off")
+
+
+def in_ci(environ: Mapping[str, str] | None = None) -> bool:
+    """Whether ``$CI`` says this is a CI run (GitHub, GitLab and most services set ``CI=true``):
+    there a golden update is refused unless forced, and a missing tool fails instead of skipping.
+    """
+    environ = os.environ if environ is None else environ
+    return environ.get("CI", "").strip().lower() not in _FALSE_WORDS
+
+
 def default_cache_dir(environ: Mapping[str, str] | None = None, *, explicit: bool = True) -> Path:
     """``$QNN_GENAI_CACHE_DIR`` (when ``explicit``), else ``$XDG_CACHE_HOME/pytest-qnn-genai``,
     else ``~/.cache/pytest-qnn-genai``. The plugin reads the variable through its knob (so the
@@ -58,6 +69,7 @@ class Settings:
     shard: Shard | None  # --qnn-shard K/N
     nightly: bool
     update_golden: bool
+    force_update: bool  # --qnn-force-update: an update under CI=true
     golden_dir: Path
     report_dir: Path | None
     compare_to: Path | None

@@ -31,7 +31,8 @@ def _pytester_without_unused_plugins(request: pytest.FixtureRequest) -> None:
     pytester subprocess measured 4.8 s with them, 1.8 s without). Pytester drops
     PYTEST_ADDOPTS when it is created, so it is set again after. Under ``make test`` (``-n 2``)
     the outer worker's xdist variables are dropped: an inner run that inherited
-    ``PYTEST_XDIST_WORKER=gw1`` would take itself for worker 1 of 2."""
+    ``PYTEST_XDIST_WORKER=gw1`` would take itself for worker 1 of 2. ``CI`` is dropped too: a
+    test of the CI behaviour sets it for its inner run."""
     if "pytester" in request.fixturenames:
         request.getfixturevalue("pytester")
         addopts = " ".join(request.config.getini("addopts"))
@@ -39,6 +40,8 @@ def _pytester_without_unused_plugins(request: pytest.FixtureRequest) -> None:
         monkeypatch.setenv("PYTEST_ADDOPTS", addopts)
         for name in XDIST_ENV:  # an inner run is no worker of the outer run's xdist
             monkeypatch.delenv(name, raising=False)
+        # nor a CI run (where updates are refused and a missing tool fails) unless it says so
+        monkeypatch.delenv("CI", raising=False)
 
 
 @pytest.fixture(scope="session")
@@ -83,9 +86,9 @@ def legacy(qnn_pipeline, qnn_sdk, case, sm8650_emulator) -> LegacyArtifacts:
 
 @pytest.fixture(scope="session")
 def x86_runners(qnn_pipeline, qnn_settings) -> RunnerBuild:
-    """ExecuTorch's own qnn_llama_runner and qnn_executor_runner built for x86_64 from the
-    session's ``--executorch-src`` (a cache entry); skipped, naming the option, without one."""
-    if qnn_settings.executorch_src is None:
-        pytest.skip("needs ExecuTorch's own runners: pass --executorch-src DIR "
-                    "(or QNN_GENAI_EXECUTORCH_SRC)")
-    return qnn_pipeline.runners(qnn_settings.executorch_src)
+    """ExecuTorch's own qnn_llama_runner and qnn_executor_runner built for x86_64 from
+    upstream's source tree (``tests.support.upstream``: ``--executorch-src``, else the checkout
+    beside this one; a cache entry); without one skipped, or failed where ``$CI`` is set."""
+    from tests.support.upstream import require_source_tree
+
+    return qnn_pipeline.runners(require_source_tree(qnn_settings.executorch_src))

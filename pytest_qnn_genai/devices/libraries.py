@@ -20,13 +20,11 @@ Two kinds, both pushed into the workspace, where ``LD_LIBRARY_PATH=.`` and the r
   ``libqnn_executorch_backend.so`` with an ``$ORIGIN`` runpath, and a phone that lacks it fails
   to start them ("CANNOT LINK EXECUTABLE").
 
-:func:`qairt_version` reads the QAIRT build a set of QNN libraries comes from (``v2.51.0.<build>``,
-as their binaries carry it), so a phone's libraries older than the QAIRT that built the context
-binary are one line before any push.
+Which QAIRT build the QNN libraries are, and whether they agree with each other and with a
+program's context binary, is :mod:`.library_builds` (the version-set preflight).
 """
 from __future__ import annotations
 
-import re
 import subprocess
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -46,7 +44,6 @@ ANDROID_SYSTEM = frozenset({
     "libamidi.so", "libcamera2ndk.so", "libneuralnetworks.so", "libbinder_ndk.so",
     "libOpenMAXAL.so", "libicu.so", "libstdc++.so"})
 LDCONFIG_TIMEOUT_S = 10.0
-_BUILD_ID = re.compile(rb"v(\d+)\.(\d+)\.(\d+)\.(\d{6,})")
 MAX_BUILD_DEPTH = 6  # how far above a runner its CMake build folder may start
 
 
@@ -196,15 +193,3 @@ def device_libraries(runners: Sequence[Path], qnn_root: Path, soc: SocSpec,
             raise LibraryError(f"--runner: {e}") from None
     return DeviceLibraries(machine, tuple(qnn.values()),
                            tuple(p for n, p in runner_libs.items() if n not in qnn))
-
-
-def qairt_version(libraries: Iterable[Path]) -> tuple[int, int, int] | None:
-    """The QAIRT version the QNN libraries carry (their build id ``vX.Y.Z.<build>``, read from
-    ``libQnnHtpReal.so`` or ``libQnnHtp.so``, else ``libQnnSystem.so``), or None."""
-    by_name = {p.name: p for p in libraries}
-    for name in ("libQnnHtpReal.so", "libQnnHtp.so", "libQnnSystem.so"):
-        if name in by_name:
-            match = _BUILD_ID.search(by_name[name].read_bytes())
-            if match:
-                return int(match.group(1)), int(match.group(2)), int(match.group(3))
-    return None

@@ -10,13 +10,20 @@ from __future__ import annotations
 
 import getpass
 import re
+import warnings
 from contextlib import ExitStack
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pytest_qnn_genai.devices import executor_runs, llama_runs
 from pytest_qnn_genai.devices.libraries import AARCH64, LibraryError, device_libraries
+from pytest_qnn_genai.devices.library_builds import (
+    Build,
+    LibraryBuildError,
+    LibraryBuildWarning,
+    LibrarySet,
+)
 from pytest_qnn_genai.devices.local import LocalTransport
 from pytest_qnn_genai.devices.pool import assign_from_env, device_address, device_lock, lock_path
 from pytest_qnn_genai.devices.setup import (
@@ -24,6 +31,7 @@ from pytest_qnn_genai.devices.setup import (
     DeviceSetupError,
     adb_device,
     libs_root,
+    preflight,
 )
 from pytest_qnn_genai.devices.transport import DeviceInfo
 from pytest_qnn_genai.devices.workspace import EXECUTOR_NAME, DeviceWorkspace
@@ -69,6 +77,9 @@ class DeviceSession:
     info: DeviceInfo | None = None
     workspace: DeviceWorkspace | None = None
     runs: int = 0
+    qnn_builds: LibrarySet | None = None  # the pushed QNN libraries' builds (the preflight's)
+    qnn_option: str = "--qnn-device-libs"
+    programs_checked: set[str] = field(default_factory=set)  # digests of compared programs
 
     @classmethod
     def for_runner(cls, transport: Transport, soc: SocSpec, runner: Path, qnn_root: Path,
@@ -84,7 +95,24 @@ class DeviceSession:
             libs = device_libraries(runners, qnn_root, soc, qnn_option)
         except LibraryError as e:
             raise DeviceSetupError(str(e)) from None
-        return cls(transport, soc, runner, libs.files, local_dir, machine=libs.machine)
+        return cls(transport, soc, runner, libs.files, local_dir, machine=libs.machine,
+                   qnn_builds=preflight(libs.qnn, qnn_option), qnn_option=qnn_option)
+
+    def check_program(self, pte: Path, digest: str) -> None:
+        """The program's context binaries against the pushed QNN libraries' build (once per
+        program): :class:`DeviceSetupError` when the libraries are older than the QAIRT that
+        built it, one warning line when either build cannot be told."""
+        if self.qnn_builds is None or digest in self.programs_checked:
+            return
+        self.programs_checked.add(digest)
+        lines = []
+        for build in context_builds(pte):
+            try:
+                lines += self.qnn_builds.check_binary(build, pte.name, self.qnn_option)
+            except LibraryBuildError as e:
+                raise DeviceSetupError(str(e)) from None
+        for line in dict.fromkeys(lines):
+            warnings.warn(LibraryBuildWarning(line), stacklevel=2)
 
     @classmethod
     def from_settings(cls, settings: Settings, serial: str, soc: SocSpec, local_dir: Path,
@@ -147,9 +175,10 @@ class DeviceSession:
         tokenizer = load_tokenizer(Path(tokenizer_model))
         self.start()
         self.runs += 1
+        pte_digest = pte_digest or file_sha256(Path(pte))
+        self.check_program(Path(pte), pte_digest)
         result = llama_runs.generate(
-            self.session_workspace, self.runner, Path(pte),
-            pte_digest or file_sha256(Path(pte)), runner_tokenizer, tokenizer, prompt,
+            self.session_workspace, self.runner, Path(pte), pte_digest, runner_tokenizer, tokenizer, prompt,
             prompt_ids if prompt_ids is not None
             else runner_prompt_ids(tokenizer, decoder_model_version, prompt) if runner_prompt
             else encode(tokenizer, prompt), max_new_tokens,
@@ -178,9 +207,24 @@ class DeviceSession:
                                    "(running a single program on the phone needs it there)")
         self.start()
         self.runs += 1
+        pte_digest = pte_digest or file_sha256(Path(pte))
+        self.check_program(Path(pte), pte_digest)
         return executor_runs.run_method(
-            self.session_workspace, executor, Path(pte), pte_digest or file_sha256(Path(pte)), inputs,
+            self.session_workspace, executor, Path(pte), pte_digest, inputs,
             self.local_dir / f"{self.serial}-run{self.runs}", self.run_timeout_s, method)
+
+
+def context_builds(pte: Path) -> list[Build | str]:
+    """The QAIRT build of each distinct context binary of ``pte``, as QNN's system library
+    reports it (:mod:`pytest_qnn_genai.sdk.context_binary`), or why it cannot be read."""
+    from pytest_qnn_genai.sdk.context_binary import describe_pte
+
+    try:
+        ids = dict.fromkeys(info.build_id for info in describe_pte(Path(pte)))
+    except Exception as e:  # noqa: BLE001 - a program not read is a warning naming it, not a crash
+        text = str(e).strip()
+        return [f"{type(e).__name__}: {text.splitlines()[0]}" if text else type(e).__name__]
+    return [Build.parse(text) or f"unrecognised build id {text!r}" for text in ids]
 
 
 class DeviceSessions:

@@ -12,12 +12,19 @@ device lab's phones are probed, named in messages and test ids by the entry the 
 from __future__ import annotations
 
 import shutil
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pytest_qnn_genai.devices.adb import AdbDevice, RetryPolicy
-from pytest_qnn_genai.devices.libraries import LibraryError, device_libraries, qairt_version
+from pytest_qnn_genai.devices.libraries import LibraryError, device_libraries
+from pytest_qnn_genai.devices.library_builds import (
+    LibraryBuildError,
+    LibraryBuildWarning,
+    LibrarySet,
+    library_set,
+)
 from pytest_qnn_genai.devices.pool import device_address, same_phones
 from pytest_qnn_genai.devices.transport import DeviceHealthError, DeviceInfo, TransportError
 from pytest_qnn_genai.devices.workspace import EXECUTOR_NAME
@@ -124,21 +131,39 @@ def validate(settings: Settings, workers: int | None = None, probe_devices: bool
             libs = device_libraries(runners, root, soc, option)
         except LibraryError as e:
             raise DeviceSetupError(str(e)) from None
-        if build_qairt:
-            check_qairt(libs.qnn, build_qairt, option)
+        check_qairt(preflight(libs.qnn, option), build_qairt, option)
 
 
-def check_qairt(qnn_libraries: Sequence[Path], build_qairt: str, option: str) -> None:
+def preflight(qnn_libraries: Sequence[Path], option: str) -> LibrarySet:
+    """The version-set preflight of the QNN libraries to push (:mod:`.library_builds`): one
+    warning line per library whose build cannot be read, :class:`DeviceSetupError` (one line)
+    unless they are one QAIRT build."""
+    found = library_set(qnn_libraries)
+    for line in found.warnings():
+        warnings.warn(LibraryBuildWarning(line), stacklevel=2)
+    try:
+        found.check(option)
+    except LibraryBuildError as e:
+        raise DeviceSetupError(str(e)) from None
+    return found
+
+
+def check_qairt(found: LibrarySet, build_qairt: str | None, option: str) -> None:
     """The phone's QNN libraries must be at least as new as the QAIRT that builds the context
     binaries (a QNN runtime refuses a newer context binary at load time, deep in a run)."""
-    pushed = qairt_version(qnn_libraries)
-    built = tuple(int(p) for p in build_qairt.split(".")[:3] if p.isdigit())
-    if pushed is None or len(built) < 3:
-        return  # nothing to compare (an unversioned library, an unknown SDK version)
+    built = tuple(int(p) for p in (build_qairt or "").split(".")[:3] if p.isdigit())
+    pushed = found.version
+    if len(built) < 3:
+        return  # an SDK that names no release: each program's binary is compared when it runs
+    if pushed is None:
+        warnings.warn(LibraryBuildWarning(
+            f"{option}: no QNN library names its QAIRT release; not compared with QAIRT "
+            f"{build_qairt} that builds the context binaries"), stacklevel=2)
+        return
     if pushed < built:
-        found = ".".join(map(str, pushed))
+        found_text = ".".join(map(str, pushed))
         raise DeviceSetupError(
-            f"{option}: the phone's QNN libraries are QAIRT {found}, older than QAIRT "
+            f"{option}: the phone's QNN libraries are QAIRT {found_text}, older than QAIRT "
             f"{build_qairt} that builds the context binaries; a QNN runtime cannot load a newer "
             f"context binary: push QAIRT >= {build_qairt} libraries")
 

@@ -9,7 +9,8 @@ import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from pytest_qnn_genai import figures, golden
+from pytest_qnn_genai import figures
+from pytest_qnn_genai.golden import updates
 
 SUBDIR = "continuations"
 
@@ -53,11 +54,12 @@ def load(path: Path) -> Continuation:
     return Continuation(data["prompt"], data["prompt_tokens"], data["tokens"], data["text"])
 
 
-def update(path: Path, new: Continuation, *, allow_write: bool) -> str:
-    """Write ``new`` atomically (only with ``allow_write``); return a unified diff of the change."""
+def update(path: Path, new: Continuation, *, allow_write: bool) -> updates.Update:
+    """Write ``new`` through :func:`~pytest_qnn_genai.golden.updates.write` (only with
+    ``allow_write``): the test that calls it reports *updated* and judges nothing."""
     fields = asdict(new)
     text = "{\n" + ",\n".join(f" {json.dumps(k)}: {json.dumps(v)}" for k, v in fields.items()) + "\n}\n"
-    return golden.rewrite(path, text, allow_write=allow_write)
+    return updates.write(path, text, allow_write=allow_write)
 
 
 def _first_difference(expected: Continuation, tokens: list[int]) -> int:

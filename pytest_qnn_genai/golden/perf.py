@@ -31,8 +31,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
-from pytest_qnn_genai import figures, golden
-from pytest_qnn_genai.golden import GoldenWriteRefused
+from pytest_qnn_genai import figures
+from pytest_qnn_genai.golden import updates
+from pytest_qnn_genai.golden.updates import GoldenWriteRefused
 from pytest_qnn_genai.targets import BACKENDS, SOCS
 from pytest_qnn_genai.untyped import Json
 
@@ -317,11 +318,15 @@ def load_goldens(folder: Path | str) -> dict[str, GoldenPerf]:
 
 def golden_diff(path: Path | str, new: GoldenPerf) -> str:
     """Unified diff from the file on disk (empty if absent) to ``new``; "" when unchanged."""
-    return golden.diff(Path(path), new.to_json())
+    path = Path(path)
+    return updates.unified_diff(path, path.read_text(encoding="utf-8") if path.exists() else "",
+                                new.to_json())
 
 
-def update_golden(path: Path | str, new: GoldenPerf, *, allow_write: bool = False) -> str:
-    """Atomically replace the golden file with ``new`` and return the unified diff.
+def update_golden(path: Path | str, new: GoldenPerf, *, allow_write: bool = False,
+                  ) -> updates.Update:
+    """Atomically replace the golden file with ``new`` (:func:`~pytest_qnn_genai.golden.updates.
+    write`: one line per changed floor, the test reports *updated*).
 
     Refuses (:class:`GoldenWriteRefused`) unless ``allow_write=True``. ``new`` is re-validated
     first, so a file this function writes always loads. Nothing is written when unchanged.
@@ -331,4 +336,4 @@ def update_golden(path: Path | str, new: GoldenPerf, *, allow_write: bool = Fals
         raise GoldenWriteRefused(f"{path}: refusing to rewrite a golden file without "
                                  "--qnn-update-golden")
     parse_golden(json.loads(new.to_json()), str(path), expected_model=path.stem)
-    return golden.rewrite(path, new.to_json(), allow_write=True)
+    return updates.write(path, new.to_json(), allow_write=True)

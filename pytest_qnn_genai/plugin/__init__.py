@@ -6,13 +6,14 @@ The only package of pytest_qnn_genai that imports pytest; nothing else imports i
 """
 from __future__ import annotations
 
+import os
 from collections.abc import Generator
 from typing import TYPE_CHECKING
 
 import pytest
 
 from pytest_qnn_genai import progress
-from pytest_qnn_genai.plugin import marks, options, summary
+from pytest_qnn_genai.plugin import marks, options, summary, updates
 from pytest_qnn_genai.plugin.fixtures import *  # noqa: F403 (fixtures are registered from here)
 from pytest_qnn_genai.plugin.session import PAYLOAD, SESSION, QnnSession
 
@@ -34,6 +35,7 @@ def pytest_configure(config: pytest.Config) -> None:
     marks.register(config)
     if not (config.option.help or config.option.version):
         config.stash[SESSION] = QnnSession(config)
+        updates.refuse_in_ci(config, config.stash[SESSION].settings, os.environ)
 
 
 def pytest_report_header(config: pytest.Config) -> str | None:
@@ -68,9 +70,15 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None],
                               ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
     report = yield
+    updates.note(item, report)  # what this phase wrote: the test reports "updated"
     if SESSION in item.config.stash:
         item.config.stash[SESSION].note_failure(item, report)
     return report
+
+
+def pytest_report_teststatus(report: pytest.TestReport,
+                             config: pytest.Config) -> tuple[str, str, str] | None:
+    return updates.teststatus(report)
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
@@ -84,6 +92,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter,
                             config: pytest.Config) -> None:
+    updates.terminal_summary(terminalreporter)
     if SESSION in config.stash:
         summary.terminal_summary(config.stash[SESSION], terminalreporter)
 

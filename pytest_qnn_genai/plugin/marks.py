@@ -1,10 +1,16 @@
-"""The gate's marks (the one list of them) and the rule that skips an item its marks exclude."""
+"""The gate's marks (the one list of them) and the rule that skips an item its marks exclude.
+
+Where ``$CI`` is set, an item skipped for want of something a CI machine can provide (upstream's
+source tree for the x86 runners) fails instead, naming it (:func:`exclusion`): a CI job whose
+runner tests all skipped was green with nothing run.
+"""
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
 import pytest
 
+from pytest_qnn_genai.settings import in_ci
 from pytest_qnn_genai.targets import UNSUPPORTED_BACKENDS, Target
 
 if TYPE_CHECKING:
@@ -20,12 +26,38 @@ MARKERS: dict[str, str] = {
     "flow(*names)": "the flows a test exercises (legacy, new, genai)",
     "perf": "performance benchmarks",
 }
+MISSING_IN_CI = "qnn_missing_in_ci"  # the mark of an item CI must not skip (its arg: the line)
 
 
 def register(config: pytest.Config) -> None:
     """Register the markers (also listed in pyproject for --strict-markers users)."""
     for spec, text in MARKERS.items():
         config.addinivalue_line("markers", f"{spec}: {text}")
+    config.addinivalue_line("markers", f"{MISSING_IN_CI}(line): set by the plugin: fails the "
+                            "test where $CI is set instead of skipping it")
+
+
+def exclusion(item: pytest.Item, settings: Settings) -> pytest.MarkDecorator | None:
+    """The mark that keeps ``item`` from running this session: a skip naming why, or where
+    ``$CI`` is set and what is missing is upstream's source tree, :data:`MISSING_IN_CI`."""
+    reason = skip_reason(item, settings)
+    if reason is None:
+        return None
+    target = item_target(item)
+    if (in_ci() and target is not None and target.is_x86_runner
+            and settings.x86_runner_missing and reason.endswith(settings.x86_runner_missing)
+            and _excluded(target, item) is None):  # what its marks exclude is skipped anyway
+        return pytest.mark.qnn_missing_in_ci(  # MISSING_IN_CI
+            f"{reason} (where $CI is set this fails instead of skipping: a CI run does not "
+            "skip what it can run)")
+    return pytest.mark.skip(reason=reason)
+
+
+def fail_if_missing(item: pytest.Item) -> None:
+    """Fail an item :func:`exclusion` marked, with its one line."""
+    mark = item.get_closest_marker(MISSING_IN_CI)
+    if mark is not None:
+        pytest.fail(str(mark.args[0]), pytrace=False)
 
 
 def item_target(item: pytest.Item) -> Target | None:

@@ -242,7 +242,12 @@ KNOBS: tuple[Knob, ...] = (
          _paths, kind="list", metavar="DIR"),
     Knob("nightly", "nightly", "also run tests marked nightly", _flag, False, kind="bool"),
     Knob("qnn_update_golden", "update_golden", "rewrite golden files (continuations, perf "
-         "floors) from this run, printing the diff", _flag, False, kind="bool"),
+         "floors) from this run, printing the diff; a test that wrote one reports 'updated', "
+         "never 'passed' (refused under CI=true without --qnn-force-update)", _flag, False,
+         kind="bool"),
+    Knob("qnn_force_update", "force_update", "allow --qnn-update-golden or syrupy's "
+         "--snapshot-update where $CI is set (refused there otherwise: a CI run judges, it "
+         "does not accept)", _flag, False, kind="bool"),
     Knob("qnn_golden_dir", "golden_dir", "folder of golden files (relative paths are taken from "
          "rootdir)", _rooted_path, "golden", metavar="DIR"),
     Knob("qnn_report", "report_dir", "write results.json, summary.md and tok/s plots of this run "

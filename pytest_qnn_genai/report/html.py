@@ -20,7 +20,8 @@ from pytest_qnn_genai.report.document import Block, Cell, Image, Section, Table
 HTML_NAME = "summary.html"
 # verdict colours: background, text
 COLOURS = {"pass": ("#2da44e", "#ffffff"), "fail": ("#cf222e", "#ffffff"),
-           "inconclusive": ("#bf8700", "#ffffff"), "info": ("#d0d7de", "#1f2328")}
+           "inconclusive": ("#bf8700", "#ffffff"), "info": ("#d0d7de", "#1f2328"),
+           "updated": ("#8250df", "#ffffff")}
 
 _STYLE = """
 body { font: 14px/1.45 system-ui, sans-serif; margin: 1.5em; color: #1f2328; }

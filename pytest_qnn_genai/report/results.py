@@ -128,11 +128,14 @@ class Record:
 
     @property
     def verdict(self) -> str:
-        """``fail`` if a figure failed (or could not tell), else ``pass`` if one passed, else
-        ``info``: the record's outcome comes from its figures, never the other way round."""
+        """``fail`` if a figure failed (or could not tell), else ``updated`` if an update run
+        wrote one (it judged nothing), else ``pass`` if one passed, else ``info``: the record's
+        outcome comes from its figures, never the other way round."""
         verdicts = {f.verdict for f in self.figures}
         if verdicts & set(judged.FAILING):
             return judged.FAIL
+        if judged.UPDATED in verdicts:
+            return judged.UPDATED
         return judged.PASS if judged.PASS in verdicts else judged.INFO
 
     def to_dict(self) -> dict[str, Json]:

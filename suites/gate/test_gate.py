@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import pytest
 
+from pytest_qnn_genai import figures
 from pytest_qnn_genai.checks import agreement, bounds, generation, parity
 from pytest_qnn_genai.compat import llama_example
 from pytest_qnn_genai.golden import continuation
@@ -118,9 +119,14 @@ def test_continuation_matches_golden(qnn_run, qnn_case, qnn_settings, qnn_record
     path = continuation.path_for(qnn_case.golden_dir or qnn_settings.golden_dir, qnn_case.name)
     got = continuation.Continuation(qnn_case.eval_prompt, qnn_run.prompt_tokens, qnn_run.tokens,
                                     qnn_run.text)
-    if qnn_settings.update_golden:
-        diff = continuation.update(path, got, allow_write=True)
-        print(diff or f"{path}: unchanged")
+    if qnn_settings.update_golden:  # written, not judged: the plugin reports it "updated"
+        made = continuation.update(path, got, allow_write=True)
+        print(made.diff or f"{path}: unchanged")
+        if made.changed:
+            where = f"golden/{path.parent.name}/{path.name}"
+            qnn_record("gate", [figures.updated(figures.info(
+                "continuation_tokens_as_golden", len(got.tokens)), where)])
+            return
     try:
         expected = continuation.load(path)
     except continuation.GoldenContinuationError as e:

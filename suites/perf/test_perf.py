@@ -6,11 +6,12 @@ stories260k floor is prompt "Once", seq_len 128) and its figures (prefill, decod
 runner's own ``inference_speed.txt``) must reach the SoC's floors within ``--qnn-perf-noise``. A
 round that ran another workload, or whose inference_speed.txt disagrees with its observer line,
 fails the test (:mod:`pytest_qnn_genai.perf.phone`); a SoC without floors is skipped, never
-passed. ``--qnn-update-golden`` rewrites the SoC's floors as the measured medians (a later run
-within noise passes). The x86 emulator's speed says nothing about a phone,
-so there the gate is relative: two variants run in lockstep in one session, on the same prompt and
-``max_new_tokens``, both through the host runner, call by call (A's prompt pass next to B's, A's
-decode step next to B's: :mod:`pytest_qnn_genai.perf.lockstep`). A pair with a lookahead build,
+passed. ``--qnn-update-golden`` rewrites the SoC's floors as the measured medians and judges
+nothing (the test reports *updated*; a later run within noise passes). The x86 emulator's speed
+says nothing about a phone, so there the gate is relative: two variants run in lockstep in one
+session, on the same prompt and ``max_new_tokens``, both through the host runner, call by call
+(A's prompt pass next to B's, A's decode step next to B's: :mod:`pytest_qnn_genai.perf.lockstep`).
+A pair with a lookahead build,
 which only upstream's runner decodes, is gated on upstream's runners instead (the x86-runner
 target or a phone): whole generations, A's next to B's (:class:`~pytest_qnn_genai.perf.gate.
 Interleaved`), each side run as its build says (``--eval_mode 2`` with its window, ngram and
@@ -94,9 +95,17 @@ def test_phone_meets_golden_floors(qnn_benchmark, qnn_pipeline, qnn_case, qnn_ta
         golden = (golden or GoldenPerf(qnn_case.name, workload)).with_floors(
             soc, backend, floors, f"measured on {qnn_target.device} {date.today().isoformat()} "
             f"(--qnn-update-golden): medians of {len(result.rounds)} rounds of the workload")
-        diff = update_golden(path, golden, allow_write=True)
-        progress.stderr_writer(diff or f"{path}: unchanged")
-        print(diff or f"{path}: unchanged")
+        made = update_golden(path, golden, allow_write=True)
+        progress.stderr_writer(made.diff or f"{path}: unchanged")
+        print(made.diff or f"{path}: unchanged")
+        if made.changed:  # written, not judged: the plugin reports it "updated"
+            where = f"golden/perf/{path.name}"
+            qnn_record("perf", [*(judged.updated(judged.info(f, v), where)
+                                  for f, v in floors.items()),
+                                *_unjudged(figures, set(floors))],
+                       values=_context(result.values()),
+                       note=f"workload {workload.prompt!r} --seq_len {workload.seq_len}")
+            return
     floored = golden.judge(soc, backend, figures, qnn_settings.perf_noise) if golden else []
     if golden is not None:
         failures += golden.check(soc, backend, figures, qnn_settings.perf_noise)

@@ -40,5 +40,6 @@ def test_round_trip_and_counts() -> None:
                "higher", context={"low": 0.8, "high": None, "rounds": 12})
     assert Figure.from_dict(f.to_dict()) == f and f.failed and not f.passed
     assert figures.counts([f, figures.info("x", 1)]) == {"pass": 0, "fail": 0,
-                                                         "inconclusive": 1, "info": 1}
+                                                         "inconclusive": 1, "info": 1,
+                                                         "updated": 0}
     assert Figure("x", "text").number is None and Figure("x", True).number is None

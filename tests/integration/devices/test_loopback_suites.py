@@ -30,6 +30,7 @@ from tests.support.executor_runner_standin import write_executor_launcher
 from tests.support.short_llama_runner import write_launcher as write_short_launcher
 from tests.support.standin_backends import EMULATOR, EXECUTORCH
 from tests.support.standin_plumbing import REPO_ROOT
+from tests.support.upstream import require_source_tree
 
 pytest_plugins = ["tests.support.adb_fixtures"]
 
@@ -68,9 +69,7 @@ def _free_port() -> int:
 def loopback(tmp_path_factory: pytest.TempPathFactory, qnn_settings) -> Iterator[SimpleNamespace]:
     """scripts/loopback_phone.py serving SERIAL, with upstream's runners built from the outer
     run's --executorch-src, until the module is done."""
-    if qnn_settings.executorch_src is None:
-        pytest.skip("the loopback phone runs ExecuTorch's own runners: pass --executorch-src DIR "
-                    "(or QNN_GENAI_EXECUTORCH_SRC)")
+    src = require_source_tree(qnn_settings.executorch_src)  # the loopback phone's runners
     root, port = tmp_path_factory.mktemp("loopback"), _free_port()
     env = {k: v for k, v in os.environ.items() if k not in ADB_ENV_VARS}
     env["HOME"] = str(root / "home")
@@ -78,7 +77,7 @@ def loopback(tmp_path_factory: pytest.TempPathFactory, qnn_settings) -> Iterator
     proc = subprocess.Popen(
         [sys.executable, str(REPO_ROOT / "scripts" / "loopback_phone.py"), "--serial", SERIAL,
          "--port", str(port), "--dir", str(root / "phone"), "--qnn-cache-dir",
-         str(qnn_settings.cache_dir), "--executorch-src", str(qnn_settings.executorch_src)],
+         str(qnn_settings.cache_dir), "--executorch-src", str(src)],
         stdout=subprocess.PIPE, text=True, env=env)
     said: dict[str, str] = {}
     try:
@@ -105,7 +104,8 @@ def _pytest(loopback: SimpleNamespace, runner: Path, cache: Path, junit: Path,
                "-p", "no:cacheprovider", "-m", "not perf", "-rfEs", f"--junitxml={junit}"]
     env = {**loopback.env, "PYTHONPATH": str(REPO_ROOT)}
     env = {k: v for k, v in env.items()
-           if not k.startswith("QNN_GENAI_") and k not in XDIST_ENV}  # an inner run of its own
+           if not k.startswith("QNN_GENAI_") and k not in XDIST_ENV  # an inner run of its own,
+           and k != "CI"}  # not a CI run: what it skips is its own choice of targets
     return subprocess.run(command, cwd=REPO_ROOT, env=env, text=True, capture_output=True,
                           timeout=RUN_TIMEOUT_S)
 

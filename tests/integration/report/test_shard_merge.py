@@ -34,7 +34,8 @@ OUTCOME = re.compile(r"(\d+) (passed|failed|skipped|deselected|xfailed|xpassed|e
 
 def _env(executorch_src: Path | None) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items()
-           if not k.startswith("QNN_GENAI_") and k not in XDIST_ENV}  # an inner run of its own
+           if not k.startswith("QNN_GENAI_") and k not in XDIST_ENV  # an inner run of its own,
+           and k != "CI"}  # not a CI run: what it skips is its own choice of targets
     env["PYTHONPATH"] = str(REPO_ROOT)
     if executorch_src is not None:
         env["QNN_GENAI_EXECUTORCH_SRC"] = str(executorch_src)

@@ -20,7 +20,6 @@ from pytest_qnn_genai.devices.runner_output import observer_stats, read_raw_logi
 from pytest_qnn_genai.elf import read_elf
 from pytest_qnn_genai.runners import (
     DESCRIPTION,
-    ENV_VAR,
     EXECUTOR_RUNNER,
     LLAMA_RUNNER,
     RUNNERS,
@@ -29,8 +28,8 @@ from pytest_qnn_genai.runners import (
     build_runners,
 )
 from pytest_qnn_genai.runners.sources import check_tree, find_wheel, read_set
+from tests.support.upstream import require_source_tree
 
-SRC = Path(os.environ.get(ENV_VAR) or "/nonexistent")  # make test sets it
 RUN_TIMEOUT_S = 300
 KV_MODE, HYBRID_MODE = 0, 1
 IDS_FILE = "prompt_ids.raw"
@@ -38,21 +37,23 @@ IDS_FILE = "prompt_ids.raw"
 ET_LOG_LINE = re.compile(r"^[DIWEF] \d\d:\d\d:\d\d\.\d+ executorch:([\w.+-]+):\d+\]", re.MULTILINE)
 TK_LOG_LINE = re.compile(r"^[DIWEF] tokenizers:", re.MULTILINE)
 
-pytestmark = [
-    pytest.mark.emulator,
-    pytest.mark.skipif(not SRC.is_dir(), reason=f"no ExecuTorch source tree at {SRC}: set "
-                                                f"{ENV_VAR} to a checkout to build upstream's runners"),
-]
+pytestmark = pytest.mark.emulator
+
+
+@pytest.fixture(scope="session", autouse=True)
+def src(qnn_settings) -> Path:
+    """Upstream's source tree, found when the tests run (skipped without one, failed under CI)."""
+    return require_source_tree(qnn_settings.executorch_src)
 
 
 @pytest.fixture(scope="session")
-def runners(qnn_pipeline) -> RunnerBuild:
-    return RunnerBuild.load(qnn_pipeline.runners_entry(SRC, logging=True).path)
+def runners(qnn_pipeline, src: Path) -> RunnerBuild:
+    return RunnerBuild.load(qnn_pipeline.runners_entry(src, logging=True).path)
 
 
 @pytest.fixture(scope="session")
-def quiet_runners(qnn_pipeline) -> RunnerBuild:
-    return RunnerBuild.load(qnn_pipeline.runners_entry(SRC, logging=False).path)
+def quiet_runners(qnn_pipeline, src: Path) -> RunnerBuild:
+    return RunnerBuild.load(qnn_pipeline.runners_entry(src, logging=False).path)
 
 
 @dataclass(frozen=True)
@@ -119,8 +120,9 @@ def request_(qnn_pipeline, qnn_case, qnn_target, qnn_sdk) -> Request:
                    qnn_case.max_new_tokens, decoder_model_version(qnn_case), qnn_sdk.host_lib_dir)
 
 
-def test_the_build_is_a_self_contained_cached_folder(qnn_pipeline, runners: RunnerBuild) -> None:
-    again = qnn_pipeline.runners_entry(SRC, logging=True)
+def test_the_build_is_a_self_contained_cached_folder(qnn_pipeline, runners: RunnerBuild,
+                                                     src: Path) -> None:
+    again = qnn_pipeline.runners_entry(src, logging=True)
     assert again.hit and again.path == runners.folder  # built once, then served by the cache
     wheel = find_wheel()
     libs = sorted({lib for r in RUNNERS for lib in runners.needs[r]})
@@ -185,13 +187,13 @@ def test_a_library_missing_beside_the_runner_fails_the_run(request_: Request,
             in broken.stderr), broken.stderr
 
 
-def test_the_no_logging_build_keeps_the_observer_line_only(request_: Request,
+def test_the_no_logging_build_keeps_the_observer_line_only(request_: Request, src: Path,
                                                            runners: RunnerBuild,
                                                            quiet_runners: RunnerBuild,
                                                            tmp_path: Path) -> None:
     assert not quiet_runners.logging and runners.logging
     assert quiet_runners.folder != runners.folder
-    own = {Path(p).name for p in read_set(check_tree(SRC), find_wheel()).tree}
+    own = {Path(p).name for p in read_set(check_tree(src), find_wheel()).tree}
     loud = request_.run(runners, HYBRID_MODE, tmp_path / "loud")
     quiet = request_.run(quiet_runners, HYBRID_MODE, tmp_path / "quiet")
     assert loud.returncode == 0 and quiet.returncode == 0, quiet.stderr[-2000:]
@@ -205,9 +207,9 @@ def test_the_no_logging_build_keeps_the_observer_line_only(request_: Request,
     assert quiet.outputs_txt == loud.outputs_txt
 
 
-def test_a_broken_source_fails_with_the_compilers_error(tmp_path: Path) -> None:
+def test_a_broken_source_fails_with_the_compilers_error(tmp_path: Path, src: Path) -> None:
     tree = tmp_path / "executorch"
-    shutil.copytree(SRC, tree)
+    shutil.copytree(src, tree)
     broken = tree / "extension/llm/tokenizers/src/bpe_tokenizer_base.cpp"
     broken.chmod(0o644)
     broken.write_text("this is not C++;\n" + broken.read_text())

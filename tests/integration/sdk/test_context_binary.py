@@ -116,3 +116,20 @@ def test_the_active_adapter_patched_the_real_provider(qnn_sdk) -> None:
     assert code == adapter.STATUS_OK, message
     build = adapter.KNOWN_GOOD[qnn_sdk.qairt_version]
     assert f"core API {build.core_api[0]}.{build.core_api[1]}." in message
+
+
+def test_the_context_binary_is_the_build_of_the_libraries_that_run_it(ptes: dict[str, Path],
+                                                                      qnn_sdk) -> None:
+    """The version-set preflight reads the binary's build back from the .pte and accepts it on
+    the libraries that built it; a binary of a newer QAIRT than the pushed set fails."""
+    from pytest_qnn_genai.devices.library_builds import Build, LibraryBuildError, library_set
+    from pytest_qnn_genai.devices.session import context_builds
+
+    [build] = context_builds(ptes["SM8650"])
+    assert isinstance(build, Build) and build.version is not None
+    assert build.release == qnn_sdk.qairt_version
+    libs = library_set(sorted((qnn_sdk.root / "lib" / "x86_64-linux-clang").iterdir()))
+    assert libs.stamps == {build.stamp} and libs.check_binary(build, "linear.pte", "--qnn-sdk") == []
+    newer = Build.parse(f"v{build.version[0]}.{build.version[1] + 1}.0.{build.stamp}")
+    with pytest.raises(LibraryBuildError, match="newer than the QNN libraries"):
+        libs.check_binary(newer, "linear.pte", "--qnn-sdk")

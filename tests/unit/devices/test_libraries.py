@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from pytest_qnn_genai.devices import libraries
-from pytest_qnn_genai.devices.libraries import LibraryError, device_libraries, qairt_version
+from pytest_qnn_genai.devices.libraries import LibraryError, device_libraries
+from pytest_qnn_genai.devices.library_builds import library_set
 from pytest_qnn_genai.targets import soc
 from tests.support.elf_files import write_elf
 
@@ -26,7 +27,7 @@ def android_sdk(root: Path, version: str = "2.51.0") -> Path:
         lib.write_bytes(lib.read_bytes() + f"QAIRT v{version}.250101120000\0".encode())
     skel = root / "lib" / "hexagon-v75" / "unsigned" / "libQnnHtpV75Skel.so"
     skel.parent.mkdir(parents=True)
-    skel.write_bytes(b"hexagon")
+    skel.write_bytes(f"hexagon\0v{version}.250101120000_1234\0".encode())
     return root
 
 
@@ -108,7 +109,7 @@ def test_an_x86_run_pushes_the_simulator_and_what_the_runner_needs(
     assert {"libQnnHtp.so", "libQnnSystem.so", "libHtpPrepare.so", "libQnnHtpReal.so"} <= qnn
     assert any(n.startswith("libc++-") for n in qnn)  # what the QAIRT libraries need
     assert {p.name for p in libs.runner} == {"libexecutorch_backend_qnn.so", "libexecutorch.so"}
-    assert qairt_version(libs.qnn) == (2, 51, 0)
+    assert library_set(libs.qnn).version == (2, 51, 0)
     (folder / "libexecutorch.so").unlink()  # needed by the backend library, not by the runner
     with pytest.raises(LibraryError, match="libexecutorch_backend_qnn.so needs libexecutorch.so"):
         device_libraries([runner], emulator_sdk_root, SM8650)
@@ -121,8 +122,9 @@ def test_host_system_libraries_come_from_the_loader() -> None:
     assert not libraries.system_library("libc++_shared.so", "aarch64")  # an app ships its own
 
 
-def test_qairt_version_reads_the_build_id(tmp_path: Path) -> None:
+def test_the_library_set_reads_the_build_id(tmp_path: Path) -> None:
     sdk = android_sdk(tmp_path / "sdk", version="2.49.40")
-    found = sorted((sdk / "lib" / "aarch64-android").iterdir())
-    assert qairt_version(found) == (2, 49, 40)
-    assert qairt_version([write_elf(tmp_path / "libQnnHtp.so")]) is None
+    found = library_set([*(sdk / "lib" / "aarch64-android").iterdir(),
+                         sdk / "lib" / "hexagon-v75" / "unsigned" / "libQnnHtpV75Skel.so"])
+    assert found.version == (2, 49, 40) and found.unreadable == () and len(found.builds) == 5
+    assert library_set([write_elf(tmp_path / "libQnnHtp.so")]).version is None

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_qnn_genai.golden import continuation
+from pytest_qnn_genai.golden import continuation, updates
 from pytest_qnn_genai.golden.continuation import Continuation, GoldenContinuationError
 
 GOLDEN = Continuation("Once upon a time", [1, 5, 6], [7, 8, 9], " there was a cat")
@@ -16,6 +16,7 @@ GOLDEN = Continuation("Once upon a time", [1, 5, 6], [7, 8, 9], " there was a ca
 def golden(tmp_path: Path) -> Path:
     path = continuation.path_for(tmp_path, "tiny")
     continuation.update(path, GOLDEN, allow_write=True)
+    updates.take()  # the fixture's write is no test's update
     return path
 
 
@@ -48,9 +49,13 @@ def test_update_needs_the_flag_and_returns_a_diff(golden: Path) -> None:
     with pytest.raises(PermissionError, match="--qnn-update-golden"):
         continuation.update(golden, changed, allow_write=False)
     assert continuation.load(golden) == GOLDEN
-    diff = continuation.update(golden, changed, allow_write=True)
-    assert "-" in diff and "10]" in diff and "dog" in diff
-    assert continuation.update(golden, changed, allow_write=True) == ""  # unchanged: no diff
+    made = continuation.update(golden, changed, allow_write=True)
+    assert "-" in made.diff and "10]" in made.diff and "dog" in made.diff
+    assert made.lines() == [f"{golden} tokens[2:] (of 3 -> 3): [9] -> [10]",
+                            f'{golden} text: " there was a cat" -> " there was a dog"']
+    again = continuation.update(golden, changed, allow_write=True)
+    assert (again.diff, again.changed, again.lines()) == ("", False, [f"{golden}: unchanged"])
+    assert updates.take() == [made, again]  # journalled: a test that writes reports "updated"
 
 
 def test_mismatch_names_the_first_differing_token() -> None:

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from pytest_qnn_genai.golden import updates
 from pytest_qnn_genai.golden.perf import (
     BUILD_KEYS,
     GoldenFileError,
@@ -247,8 +248,10 @@ def test_update_writes_and_returns_a_diff_with_the_changed_number(golden_dir: Pa
     new = _bumped(1750)
     assert golden_dir.joinpath("stories260k.json").read_text() != new.to_json()
     preview = golden_diff(REL, new)
-    diff = update_golden(REL, new, allow_write=True)
+    made = update_golden(REL, new, allow_write=True)
+    diff = made.diff
     assert diff == preview
+    assert f"{REL} targets.SM8650.htp.decode_tok_s: 1600 -> 1750" in made.lines()
     assert '-        "decode_tok_s": 1600,' in diff and '+        "decode_tok_s": 1750,' in diff
     assert "+        \"provenance\": \"measured on R5CX (test)\"" in diff
     assert diff.startswith(f"--- {REL} (old)\n+++ {REL} (new)\n")
@@ -256,15 +259,17 @@ def test_update_writes_and_returns_a_diff_with_the_changed_number(golden_dir: Pa
     assert reloaded.floor("SM8650", "htp", "decode_tok_s") == 1750
     assert reloaded.floor("SM8650", "htp", "inference_speed_tok_s") == 1600  # kept
     assert (golden_dir / "stories260k.json").stat().st_mode & 0o777 == 0o644
-    assert update_golden(REL, reloaded, allow_write=True) == ""  # unchanged: empty diff
+    assert update_golden(REL, reloaded, allow_write=True).diff == ""  # unchanged: empty diff
+    assert [u.changed for u in updates.take()] == [True, False]  # both journalled
 
 
 def test_update_creates_a_new_file(golden_dir: Path) -> None:
     new = GoldenPerf("stories110m", WORKLOAD, {}).with_floors(
         "SM8750", "htp", {"decode_tok_s": 220.0}, "ExecuTorch stories110m: >= 220 tok/s")
-    diff = update_golden("golden/perf/stories110m.json", new, allow_write=True)
+    diff = update_golden("golden/perf/stories110m.json", new, allow_write=True).diff
     assert '+        "decode_tok_s": 220.0,' in diff and '+        "prefill_tok_s": null,' in diff
     assert load_golden("golden/perf/stories110m.json") == new
+    assert [u.created for u in updates.take()] == [True]
 
 
 def test_update_is_atomic_when_the_replace_fails(golden_dir: Path,

@@ -65,6 +65,7 @@ SWITCHES = [  # flag, ini key, environment variable, Settings field
     ("--qnn-rebuild", "qnn_rebuild", "QNN_GENAI_REBUILD", "rebuild"),
     ("--nightly", "qnn_nightly", "QNN_GENAI_NIGHTLY", "nightly"),
     ("--qnn-update-golden", "qnn_update_golden", "QNN_GENAI_UPDATE_GOLDEN", "update_golden"),
+    ("--qnn-force-update", "qnn_force_update", "QNN_GENAI_FORCE_UPDATE", "force_update"),
     ("--qnn-prebuild", "qnn_prebuild", "QNN_GENAI_PREBUILD", "prebuild"),  # on by default: below
 ]
 OTHER = {"compare_to"}  # needs a results.json: tests/unit/report and the perf suite cover it
@@ -142,6 +143,7 @@ def test_no_flags_turn_switches_off_over_env_and_ini(pytester: pytest.Pytester,
     pytester.makepyfile(PRINT_SETTINGS)
     pytester.makeini("[pytest]\nqnn_nightly = true\nqnn_update_golden = true\n")
     monkeypatch.setenv("QNN_GENAI_REBUILD", "1")
+    monkeypatch.delenv("CI", raising=False)  # an update under CI needs --qnn-force-update
     on = _settings(pytester.runpytest("-s"))
     assert (on["rebuild"], on["nightly"], on["update_golden"]) == (True, True, True)
     off = _settings(pytester.runpytest("-s", "--no-qnn-rebuild", "--no-nightly",

@@ -51,6 +51,27 @@ def test_skips_name_the_target(pytester: pytest.Pytester) -> None:
     ])
 
 
+def test_under_ci_a_missing_source_tree_fails_in_one_line_other_skips_stay(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where $CI is set, the x86-runner items (upstream's runners, no source tree to build them)
+    fail naming what is missing; what the marks exclude (SoC, phone, nightly) is still a skip."""
+    pytester.makepyfile(MARKED)
+    monkeypatch.setenv("CI", "true")
+    result = pytester.runpytest("-v", "-rEs", "--soc", "SM8650")
+    result.assert_outcomes(passed=2, skipped=9, errors=1)  # failed in setup, before any build
+    result.stdout.fnmatch_lines_random([
+        "*test_8650_or_8750?SM8650-htp-x86-runner? ERROR*",
+        "*test_emulator_only?SM8650-htp-x86-runner? SKIPPED*",  # excluded by its mark anyway
+        "ERROR *test_8650_or_8750?SM8650-htp-x86-runner? - Failed: SM8650-htp-x86-runner: needs "
+        "ExecuTorch's own runners for x86: pass --executorch-src DIR * (where $CI is set this "
+        "fails instead of skipping: a CI run does not skip what it can run)",
+        "SKIPPED [[]1[]] *: nightly test: run with --nightly",
+    ])
+    assert "Traceback" not in result.stdout.str()
+    monkeypatch.setenv("CI", "false")
+    pytester.runpytest("--soc", "SM8650").assert_outcomes(passed=2, skipped=10)
+
+
 def test_two_socs_run_each_test_where_allowed(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(MARKED)
     result = pytester.runpytest("-v", "--soc", "SM8650", "--soc", "SM8750", "--nightly")

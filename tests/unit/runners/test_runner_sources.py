@@ -2,14 +2,13 @@
 wheel's libraries, the project's build files) and the flags, and nothing the build does not read."""
 from __future__ import annotations
 
-import os
 import shutil
 from pathlib import Path
 
 import pytest
 
 from pytest_qnn_genai.cache import ArtifactCache
-from pytest_qnn_genai.runners import ENV_VAR, key_inputs
+from pytest_qnn_genai.runners import key_inputs
 from pytest_qnn_genai.runners.build import unkeyed_reads
 from pytest_qnn_genai.runners.sources import (
     ALL_SOURCES,
@@ -21,8 +20,7 @@ from pytest_qnn_genai.runners.sources import (
 )
 from pytest_qnn_genai.runners.toolchain import DEBIAN_PACKAGES
 from tests.support.source_trees import RUNNER_DIR, synthetic_tree
-
-UPSTREAM = Path(os.environ.get(ENV_VAR) or "/nonexistent")  # make test sets it
+from tests.support.upstream import require_source_tree
 
 
 @pytest.fixture
@@ -97,10 +95,8 @@ def test_unkeyed_compiler_reads_are_found(tree: Path, tmp_path: Path) -> None:
     assert unkeyed_reads(build, src, wheel, files) == [str((src / RUNNER_DIR / "unrelated.h").resolve())]
 
 
-@pytest.mark.skipif(not UPSTREAM.is_dir(), reason=f"no ExecuTorch source tree at {UPSTREAM} "
-                                                  f"(set {ENV_VAR})")
 def test_read_set_of_the_real_tree() -> None:
-    files = read_set(check_tree(UPSTREAM), find_wheel())
+    files = read_set(check_tree(require_source_tree()), find_wheel())
     for reached in (f"{RUNNER_DIR}/utils.h", "extension/llm/runner/stats.h",
                     "backends/qualcomm/runtime/QnnExecuTorch.h",
                     "kernels/portable/cpu/util/arange_util.h",
