@@ -22,8 +22,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
-
-from pytest_qnn_genai.untyped import Json
+from typing import TypedDict, cast
 
 PASS, FAIL, INCONCLUSIVE, INFO = "pass", "fail", "inconclusive", "info"
 VERDICTS = (PASS, FAIL, INCONCLUSIVE, INFO)
@@ -37,6 +36,21 @@ HIGHER, LOWER = "higher", "lower"
 
 # JSON scalars a figure's value and reference may be (a count, a rate, "identical", ...)
 Scalar = float | int | str | bool | None
+
+
+class FigureDict(TypedDict):
+    """A :class:`Figure` in a results file."""
+
+    name: str
+    value: Scalar
+    verdict: str
+    judge: str
+    rule: str
+    bound: float | None
+    better: str | None
+    reference: Scalar
+    label: str
+    context: dict[str, Scalar]
 
 
 @dataclass(frozen=True)
@@ -92,11 +106,11 @@ class Figure:
         judged = f" ({self.judge})" if self.judge else ""
         return f"{self.title} = {self.value!r}: {self.verdict}{judged}"
 
-    def to_dict(self) -> dict[str, Json]:
-        return asdict(self)
+    def to_dict(self) -> FigureDict:
+        return cast("FigureDict", asdict(self))  # its fields, by name
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Json]) -> Figure:
+    def from_dict(cls, data: FigureDict) -> Figure:
         return cls(**data)
 
 

@@ -73,7 +73,6 @@ from pytest_qnn_genai.hybrid import DECODE, PREFILL
 from pytest_qnn_genai.runtime.chat import format_prompt
 from pytest_qnn_genai.runtime.result import RunResult
 from pytest_qnn_genai.runtime.tokenizer import stop_ids
-from pytest_qnn_genai.untyped import Json
 
 if TYPE_CHECKING:
     from pytest_qnn_genai.devices.runner_output import RunnerFiles
@@ -288,7 +287,7 @@ def generate(ws: DeviceWorkspace, runner: Path, pte: Path, pte_digest: str, toke
     hybrid, _ = run(text_mode, "hybrid" if lookahead is None else "lookahead")
     result = hybrid.result
     result.prompt_tokens = list(prompt_ids)
-    extra: dict[str, Json] = {"seq_len": seq_len, "shared_buffer": facts.shared_buffer,
+    extra: dict[str, object] = {"seq_len": seq_len, "shared_buffer": facts.shared_buffer,
                              "eos_piece": hybrid.eos_piece, "tokens_source": TOKENS_FROM_TEXT,
                              "eval_mode": text_mode, "produced": hybrid.produced}
     if lookahead is not None:

@@ -26,7 +26,6 @@ from typing import TYPE_CHECKING
 
 from pytest_qnn_genai.perf.minimum import GATED, Work, check_minimum, measured_work, round_work
 from pytest_qnn_genai.runtime.result import PerfStats
-from pytest_qnn_genai.untyped import Json
 
 if TYPE_CHECKING:
     from pytest_benchmark.fixture import BenchmarkFixture
@@ -213,16 +212,16 @@ class BenchResult:
                                                                for s in self.rounds))
         return out
 
-    def values(self) -> dict[str, Json]:
+    def values(self) -> dict[str, object]:
         """Figures plus the work behind them (what a perf record stores)."""
         p, d = self.work("prefill_tok_s"), self.work("decode_tok_s")
         return {**self.figures(), "rounds": len(self.rounds), "prefill_work_tokens": p.tokens,
                 "prefill_work_s": round(p.seconds, 4), "decode_work_tokens": d.tokens,
                 "decode_work_s": round(d.seconds, 4)}
 
-    def extra_info(self) -> dict[str, Json]:
+    def extra_info(self) -> dict[str, float]:
         """The pytest-benchmark ``extra_info`` keys (medians over rounds)."""
-        info: dict[str, Json] = {k: self.median(a) for k, a in EXTRA_INFO.items()}
+        info: dict[str, float] = {k: self.median(a) for k, a in EXTRA_INFO.items()}
         info["prompt_tokens"], info["generated_tokens"] = (int(info["prompt_tokens"]),
                                                            int(info["generated_tokens"]))
         return info | {"rounds": len(self.rounds), "planned_rounds": self.planned}
