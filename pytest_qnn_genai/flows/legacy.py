@@ -81,7 +81,7 @@ def pte_filename(case: ModelCase) -> str:
     return f"{case.decoder_model}_{name}" if case.decoder_model == "stories260k" else name
 
 
-def calibration_samples(case: ModelCase) -> list[dict[str, object]]:
+def calibration_samples(case: ModelCase) -> list[dict[str, list[dict[str, str]]]]:
     """``--calib_samples`` content: one single-turn chat per calibration prompt."""
     return [{"messages": [{"role": "user", "content": p}]} for p in case.calibration_prompts]
 

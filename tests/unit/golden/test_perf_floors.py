@@ -12,12 +12,12 @@ from typing import Any
 
 import pytest
 
+from pytest_qnn_genai.golden import GoldenWriteRefused
 from pytest_qnn_genai.golden.perf import (
     BUILD_KEYS,
     GoldenFileError,
     GoldenPerf,
     GoldenWorkload,
-    GoldenWriteRefused,
     golden_diff,
     load_golden,
     load_goldens,
