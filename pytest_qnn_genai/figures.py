@@ -14,8 +14,8 @@ its threshold and its verdict have one source. The contract:
 - ``bound`` is the threshold as a number when there is one (plots draw it), ``better`` the
   direction a change is an improvement in (``higher``/``lower``; None: neither).
 
-Measured hazard this exists for: the report copied each test's outcome onto every figure of its
-record, so an emulator's 31 tok/s decode read ``pass`` next to the phone floor 1600 (issue 22).
+The hazard this exists for: a report that copies each test's outcome onto every figure of its
+record shows an emulator's decode rate, far below any phone floor, as ``pass`` next to that floor.
 """
 from __future__ import annotations
 

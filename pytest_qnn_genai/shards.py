@@ -7,7 +7,7 @@ block of a SoC) are keyed by case, SoC and backend, never by the device, so keep
 one shard means a shard never builds what another shard builds. What several groups share is
 built by every shard that needs it (or fetched from ``--qnn-remote-cache``): the emulator SDK,
 upstream's x86 runners, and a case's fp32/transformers references and runner config (seconds
-each, measured; the minutes go to the per-group builds).
+each; the minutes go to the per-group builds).
 
 :func:`assign` is deterministic and independent of collection order: groups are dealt from the
 heaviest (most tests that will run) to the lightest, ties broken by a stable hash of the group

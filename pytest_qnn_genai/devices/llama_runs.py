@@ -1,6 +1,6 @@
 """A generation on a phone, held to ``qnn_llama_runner``'s contract as upstream implements it.
 
-Contract (ExecuTorch examples/qualcomm/oss_scripts/llama at main cff6f4dd = 1.5.1; release/1.4
+Contract (ExecuTorch examples/qualcomm/oss_scripts/llama at 1.5.1; release/1.4
 behaves the same), checked here so that a runner that breaks it fails the run, never passes it:
 
 * **The request.** Both runs get the prompt as ids (``--tokenized_prompt``, uint64, BOS included;

@@ -1,7 +1,7 @@
 """Parse what ``qnn_llama_runner`` leaves behind into :class:`~pytest_qnn_genai.results.RunResult`.
 
 Formats (ExecuTorch ``extension/llm/runner/stats.h`` and ``examples/qualcomm/oss_scripts/llama``
-at main cff6f4dd = 1.5.1):
+at 1.5.1):
 
 * the run log has ``PyTorchObserver {json}`` (``printf``) with ``prompt_tokens``,
   ``generated_tokens``, ``*_ms`` timestamps and, only when the interval is positive,

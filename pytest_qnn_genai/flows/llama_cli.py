@@ -3,7 +3,7 @@
 ``llama.py`` runs as ``python -c <bootstrap>``: the bootstrap installs the torchtune stand-in of
 :mod:`pytest_qnn_genai.compat.torchtune` (in that subprocess only) and then runs the module as
 ``__main__``. Its options are read once per interpreter from the installed ``_build_parser()`` in a
-subprocess of their own (importing the llama package takes ~10 s and pulls in lm_eval).
+subprocess of their own (importing the llama package is slow and pulls in lm_eval).
 
 Every subprocess runs in its own process group with a deadline: on timeout the whole group is
 killed (SIGTERM, then SIGKILL), so a hung QNN compile never outlives the test session.

@@ -40,10 +40,10 @@ Generate = Callable[[], PerfStats]
 RunCase = Callable[[str, int], "RunResult"]  # (prompt, max_new_tokens) -> one generation
 PERF_MAX_NEW_TOKENS = 24
 # prompt passes pooled into an emulator round's prefill figure. One pass of a case's perf prompt
-# lasts 0.09-0.16 s on an idle machine: single-pass rounds left llama3_2_toy's prefill at 1.79 s
-# after 20 rounds here and 1.99 s after 12 on the CI machine (warm cache, nothing else running),
-# short of the 2 s minimum, while decode had rested on enough work since round 5. Paired A/B
-# rounds need the passes as samples of the prefill ratio too (:mod:`.lockstep`).
+# lasts a fraction of a second on the emulator: with single-pass rounds llama3_2_toy's prefill
+# stayed short of the minimum work after the round cap, even on an idle machine, while decode had
+# rested on enough work for many rounds. Paired A/B rounds need the passes as samples of the
+# prefill ratio too (:mod:`.lockstep`).
 EMULATOR_PREFILL_PASSES = 8
 # extra_info key -> PerfStats attribute (medians over the measured rounds)
 EXTRA_INFO = {"prompt_tok_s": "prefill_tok_s", "decode_tok_s": "decode_tok_s",
@@ -61,8 +61,8 @@ class Workload:
     prompt: str
     max_new_tokens: int = PERF_MAX_NEW_TOKENS
     # emulator rounds: prompt passes pooled into the round's prefill figure (the first is the
-    # generation's own, the rest prompt-only); one 34-token pass lasts ~0.1 s, too short a
-    # window on a shared machine (paired prefill ratios of identical programs spread 0.87..1.1)
+    # generation's own, the rest prompt-only); one prompt pass is too short a window on a shared
+    # machine (the paired prefill ratios of identical programs spread far beyond the noise band)
     prefill_passes: int = 1
 
     @classmethod

@@ -8,8 +8,8 @@ that judged it (never the test's outcome copied onto every figure), plus unjudge
 
 Layout of a report folder (``make nightly`` writes one folder per night)::
 
-    reports/2026-08-14/results.json  summary.md  summary.html  speed.png  trend.png
-    reports/2026-08-15/results.json  ...
+    reports/<YYYY-MM-DD>/results.json  summary.md  summary.html  speed.png  trend.png
+    reports/<the next day>/results.json  ...
 
 The trend of a run reads its siblings' ``results.json`` (:func:`load_history`), ordered by the
 date in each file's header rather than by folder name. Schema-1 files (before judged figures)

@@ -23,8 +23,8 @@ goes nowhere; the ``PyTorchObserver`` line is a ``printf`` and stays. The wheel'
 :func:`sources.read_set`; after each build the compiler's depfiles are checked against them, and a
 file the compiler read but the key missed fails the build (a stale cache would pass silently).
 
-Measured (2 cores, executorch 1.5.1 wheel, g++ 12, ``-j2``): 44 s cold on an idle machine, up to
-~200 s at load average 6-8; a 13 MB folder (README, "Upstream's runners, built for x86").
+A cold build takes minutes, several times longer on a loaded machine (the README's "Upstream's
+runners, built for x86" and the docs' measurements page have the figures).
 """
 from __future__ import annotations
 
@@ -63,7 +63,7 @@ LLAMA_RUNNER = "qnn_llama_runner"
 EXECUTOR_RUNNER = "qnn_executor_runner"
 RUNNERS = (LLAMA_RUNNER, EXECUTOR_RUNNER)
 DESCRIPTION = "runners.json"
-DEFAULT_TIMEOUT_S = 1800.0  # measured cold: ~2.5 min on 2 busy cores
+DEFAULT_TIMEOUT_S = 1800.0  # several times a cold build on busy cores: past it, the build hung
 MACHINE = "x86_64"
 
 
