@@ -1,5 +1,5 @@
 """Real report runs for the report's tests: the emulator run of every suite (``pytest suites
---models stories260k --qnn-report``, schema 2), the schema-1 run of issue 22 (the false
+--models stories260k --qnn-report``, schema 2), a schema-1 run (its emulator figures carry a false
 ``pass``), a phone's perf record judged by the committed golden floors, and the real run again a
 day later with one compile option changed in its fingerprint."""
 from __future__ import annotations

@@ -70,7 +70,7 @@ def test_the_lookahead_test_plans_its_builds_on_upstreams_runners(pytester: pyte
                                                                   tmp_path: Path) -> None:
     """The real perf suite's lookahead test names the fixture the plan reads: with a source tree
     for the runners, its x86-runner item plans both flows' lookahead builds (they were built by
-    the test itself, one after another, after every planned build: 365 s of a cold gate)."""
+    the test itself, one after another, after every planned build: minutes of a cold gate)."""
     from pytest_qnn_genai.runners.sources import ALL_SOURCES
 
     for rel in ALL_SOURCES:  # a tree the option accepts; collection reads none of it
