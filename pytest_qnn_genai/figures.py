@@ -16,16 +16,15 @@ its threshold and its verdict have one source. The contract:
 - ``bound`` is the threshold as a number when there is one (plots draw it), ``better`` the
   direction a change is an improvement in (``higher``/``lower``; None: neither).
 
-Measured hazard this exists for: the report copied each test's outcome onto every figure of its
-record, so an emulator's 31 tok/s decode read ``pass`` next to the phone floor 1600 (issue 22).
+The hazard this exists for: a report that copies each test's outcome onto every figure of its
+record shows an emulator's decode rate, far below any phone floor, as ``pass`` next to that floor.
 """
 from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field, replace
-
-from pytest_qnn_genai.untyped import Json
+from typing import TypedDict, cast
 
 PASS, FAIL, INCONCLUSIVE, INFO, UPDATED = "pass", "fail", "inconclusive", "info", "updated"
 VERDICTS = (PASS, FAIL, INCONCLUSIVE, INFO, UPDATED)
@@ -39,6 +38,21 @@ HIGHER, LOWER = "higher", "lower"
 
 # JSON scalars a figure's value and reference may be (a count, a rate, "identical", ...)
 Scalar = float | int | str | bool | None
+
+
+class FigureDict(TypedDict):
+    """A :class:`Figure` in a results file."""
+
+    name: str
+    value: Scalar
+    verdict: str
+    judge: str
+    rule: str
+    bound: float | None
+    better: str | None
+    reference: Scalar
+    label: str
+    context: dict[str, Scalar]
 
 
 @dataclass(frozen=True)
@@ -94,11 +108,11 @@ class Figure:
         judged = f" ({self.judge})" if self.judge else ""
         return f"{self.title} = {self.value!r}: {self.verdict}{judged}"
 
-    def to_dict(self) -> dict[str, Json]:
-        return asdict(self)
+    def to_dict(self) -> FigureDict:
+        return cast("FigureDict", asdict(self))  # its fields, by name
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Json]) -> Figure:
+    def from_dict(cls, data: FigureDict) -> Figure:
         return cls(**data)
 
 

@@ -7,7 +7,7 @@ block of a SoC) are keyed by case, SoC and backend, never by the device, so keep
 one shard means a shard never builds what another shard builds. What several groups share is
 built by every shard that needs it (or fetched from ``--qnn-remote-cache``): the emulator SDK,
 upstream's x86 runners, and a case's fp32/transformers references and runner config (seconds
-each, measured; the minutes go to the per-group builds).
+each; the minutes go to the per-group builds).
 
 :func:`assign` is deterministic and independent of collection order: groups are dealt from the
 heaviest (most tests that will run) to the lightest, ties broken by a stable hash of the group
@@ -25,6 +25,7 @@ import hashlib
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import TypedDict
 
 from pytest_qnn_genai.untyped import Json
 
@@ -97,6 +98,19 @@ def assign(weights: Mapping[BuildGroup, int], count: int) -> dict[BuildGroup, in
     return out
 
 
+class SelectionDict(TypedDict):
+    """A :class:`Selection` in a shard's results fingerprint."""
+
+    shard: str
+    combinations: list[str]
+    total_combinations: int
+    tests: int
+    total_tests: int
+    groups: list[str]
+    unsplit: int
+    collected: str
+
+
 @dataclass(frozen=True)
 class Selection:
     """What one shard took: its combinations (model case × target) of the run's, its tests of
@@ -118,7 +132,7 @@ class Selection:
                 f"combinations (model case × target), {self.tests} of {self.total_tests} tests"
                 f"{here}")
 
-    def to_dict(self) -> dict[str, Json]:
+    def to_dict(self) -> SelectionDict:
         return {"shard": str(self.shard), "combinations": list(self.combinations),
                 "total_combinations": self.total_combinations, "tests": self.tests,
                 "total_tests": self.total_tests, "groups": list(self.groups),

@@ -2,11 +2,11 @@
 """Benchmarks of the gate itself (not a test): prints one table.
 
     python scripts/bench_harness.py overhead [--cache-dir DIR] [--rounds N]
-    python scripts/bench_harness.py cold-warm [--soc SM8650] [--workers 2]    # ~5+ minutes
+    python scripts/bench_harness.py cold-warm [--soc SM8650] [--workers 2]    # minutes
     python scripts/bench_harness.py cold-cores [--soc SM8650] [--models NAME] [--one-worker-first]
                                                [--only default|one]
-    python scripts/bench_harness.py build-cpu [--soc SM8650] [--models NAME]   # ~6 minutes
-    python scripts/bench_harness.py threads                                    # ~1 minute
+    python scripts/bench_harness.py build-cpu [--soc SM8650] [--models NAME]   # minutes
+    python scripts/bench_harness.py threads                                    # about a minute
     python scripts/bench_harness.py all
 
 overhead   host-runner overhead over raw ``Method.execute``: per round, ``runner_overhead_s``
@@ -16,7 +16,7 @@ cold-warm  wall time of ``pytest suites/gate`` with a fresh ``--qnn-cache-dir`` 
            everything) and again on the same cache (warm), then the artifact-cache build counts
            under ``-n N`` on another fresh cache, parsed from the "N hits, M builds" summary line.
 cold-cores ``make gate``'s pytest (``pytest suites --soc SOC``) on a fresh ``--qnn-cache-dir``
-           each, one after the other (~25 minutes on 2 cores): the default (``-n auto``, builds
+           each, one after the other (two cold gates: the longest mode): the default (``-n auto``, builds
            scheduled ahead) first, then one worker building each entry when a test asks
            (``-n 1 --no-qnn-prebuild``), or the other way round:
            wall times and their ratio, the summed build seconds and builds of the summary
@@ -55,7 +55,7 @@ sys.path.insert(0, str(ROOT))
 CACHE_LINE = re.compile(r"(\d+) hits, (\d+) builds")
 BUILD_SECONDS = re.compile(r"builds \(([\d.]+)s building")
 OUTCOME = re.compile(r"^=* ?(\d+ (?:passed|failed).*) in [\d.]+s", re.MULTILINE)
-PYTEST_TIMEOUT_S = 5400  # a cold one-worker gate of the three cases on 2 cores: ~45 min
+PYTEST_TIMEOUT_S = 5400  # about twice a cold one-worker gate of the three cases on 2 cores
 
 
 def _table(rows: list[tuple[str, str]]) -> str:

@@ -11,7 +11,8 @@ the role totals are shown beside the tree's exact total (``getrusage`` of the wa
 children, with this process the tree's subreaper, :func:`become_subreaper`), so the gap is
 visible. A child's own time plus its reaped children's (``cutime``) is *not* used: a process
 whose last sample comes before it reaps a child that was seen counts that child twice in its
-parent's ``cutime`` arithmetic (measured: 1590 "seen" CPU s in a 716 s run on 2 cores).
+parent's ``cutime`` arithmetic (it summed to more CPU than two cores can give in the run's
+wall time).
 A child seen between ``fork`` and ``exec`` takes its parent's role.
 """
 from __future__ import annotations

@@ -17,7 +17,7 @@ Each round runs, from the repository root and on the default artifact cache (war
 and reports wall time = start-up + emulator runs (host runner, upstream's runners) + the rest
 (everything else: loading cached artifacts, checks, builds if the cache was not warm). The
 medians over the rounds are printed, with the share of the wall time outside start-up and
-emulator runs (issue 21's "at most 20 %").
+emulator runs (the harness's own overhead, which the README bounds).
 The artifact-cache summary line of the last round is printed too (0 builds = warm).
 """
 from __future__ import annotations

@@ -27,8 +27,8 @@ if TYPE_CHECKING:
 @pytest.fixture(autouse=True)
 def _pytester_without_unused_plugins(request: pytest.FixtureRequest) -> None:
     """Pytester runs get the repository's ``addopts`` (pyproject.toml: ``-p no:`` for the pytest
-    plugins executorch's dependencies install, ~2.5 s of imports per pytest start; a one-test
-    pytester subprocess measured 4.8 s with them, 1.8 s without). Pytester drops
+    plugins executorch's dependencies install, whose imports cost seconds per pytest start, more
+    than a one-test pytester subprocess takes without them). Pytester drops
     PYTEST_ADDOPTS when it is created, so it is set again after. Under ``make test`` (``-n 2``)
     the outer worker's xdist variables are dropped: an inner run that inherited
     ``PYTEST_XDIST_WORKER=gw1`` would take itself for worker 1 of 2. ``CI`` is dropped too: a

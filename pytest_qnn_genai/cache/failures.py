@@ -23,11 +23,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from typing import ClassVar
+from typing import ClassVar, Final
 
-from pytest_qnn_genai.untyped import Json
+from pytest_qnn_genai.cache.layout import FailureRecord, Manifest
 
-FAILURE = "failure"  # the manifest field of a failed entry
+FAILURE: Final = "failure"  # the manifest field of a failed entry
 MAX_REASON_CHARS = 500
 
 
@@ -57,24 +57,24 @@ def one_line(exc: BaseException) -> str:
     return line if len(line) <= MAX_REASON_CHARS else line[:MAX_REASON_CHARS - 1] + "…"
 
 
-def failure_record(exc: RememberedFailure) -> dict[str, str]:
+def failure_record(exc: RememberedFailure) -> FailureRecord:
     """The manifest's ``failure`` field for ``exc``."""
     return {"type": qualified_name(type(exc)), "reason": one_line(exc)}
 
 
-def failure_of(manifest: Mapping[str, Json]) -> Mapping[str, Json] | None:
+def failure_of(manifest: Manifest) -> FailureRecord | None:
     """The ``failure`` field of a failed entry's manifest; None for an entry with artifacts."""
     record = manifest.get(FAILURE)
     return record if isinstance(record, Mapping) else None
 
 
-def known(manifest: Mapping[str, Json]) -> bool:
+def known(manifest: Manifest) -> bool:
     """False for a failed entry whose class this process does not define (rebuild it)."""
     record = failure_of(manifest)
     return record is None or str(record.get("type")) in RememberedFailure._by_name
 
 
-def recalled(manifest: Mapping[str, Json], stage: str, label: str) -> RememberedFailure:
+def recalled(manifest: Manifest, stage: str, label: str) -> RememberedFailure:
     """The exception a failed entry stands for, its message saying it was remembered."""
     record = failure_of(manifest)
     if record is None or not known(manifest):

@@ -22,11 +22,41 @@ import json
 import os
 import re
 import time
+from collections.abc import Mapping
 from pathlib import Path
+from typing import NotRequired, TypedDict
 
-from pytest_qnn_genai.untyped import Json
 
-Manifest = dict[str, Json]  # parsed JSON: "files" maps names to {"sha256", "size"}
+class FileRecord(TypedDict):
+    """One file of an entry, as its manifest records it."""
+
+    sha256: str
+    size: int
+
+
+class FailureRecord(TypedDict):
+    """The manifest's ``failure`` field of a failed entry: the exception's class and message."""
+
+    type: str
+    reason: str
+
+
+class Manifest(TypedDict):
+    """An entry's ``manifest.json``; readers check the fields they rely on (a damaged or foreign
+    manifest is one line, not a traceback)."""
+
+    stage: str
+    key: str
+    label: str
+    inputs: Mapping[str, object]  # the key inputs, as the builder gave them
+    upstream: list[str]  # keys of the entries it was built from
+    versions: dict[str, str]
+    files: dict[str, FileRecord]
+    build_s: float
+    created: float  # time.time() when it was built
+    failure: NotRequired[FailureRecord]  # only a failed entry
+
+
 MANIFEST = "manifest.json"
 LOCK_SUFFIX = ".lock"
 TMP_PREFIX = ".tmp-"
@@ -75,7 +105,7 @@ def entry_dirs(stage_dir: Path) -> list[Path]:
 def read_manifest(entry: Path) -> Manifest:
     """The entry's parsed manifest; ValueError (one line) if it is missing or unreadable."""
     try:
-        manifest = json.loads((entry / MANIFEST).read_text())
+        manifest: Manifest = json.loads((entry / MANIFEST).read_text())
     except (OSError, ValueError) as e:
         raise ValueError(f"unreadable manifest ({e})") from None
     if not isinstance(manifest, dict) or not isinstance(manifest.get("files"), dict):

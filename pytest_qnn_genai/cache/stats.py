@@ -8,8 +8,18 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
+from typing import TypedDict
 
-from pytest_qnn_genai.untyped import Json
+
+class UsedEntry(TypedDict):
+    """One cache entry handed out, as a run report's fingerprint lists it."""
+
+    stage: str
+    label: str
+    key: str
+    digest: str
+    upstream: list[str]
+    inputs: Mapping[str, object]  # the key inputs
 
 
 @dataclass
@@ -34,9 +44,9 @@ class CacheStats:
     rejected: int = 0  # remote entries found damaged: not used, built here
     # every entry handed out, "stage/key" -> its stage, label, key, digest, upstream and key
     # inputs (what a run report's fingerprint lists)
-    used: dict[str, dict[str, Json]] = field(default_factory=dict)
+    used: dict[str, UsedEntry] = field(default_factory=dict)
 
-    def merge(self, other: Mapping[str, Json]) -> None:
+    def merge(self, other: Mapping[str, object]) -> None:
         """Add another process's stats (as produced by :meth:`to_dict`)."""
         for f in fields(self):
             value = other.get(f.name)
@@ -45,7 +55,7 @@ class CacheStats:
             elif value is not None:
                 setattr(self, f.name, getattr(self, f.name) + value)
 
-    def to_dict(self) -> dict[str, Json]:
+    def to_dict(self) -> dict[str, object]:
         out = {f.name: getattr(self, f.name) for f in fields(self)}
         return {**out, "used": dict(self.used)}
 

@@ -42,6 +42,7 @@ from pytest_qnn_genai.cache.housekeeping import EntryInfo, format_bytes
 from pytest_qnn_genai.cache.layout import (
     MANIFEST,
     TMP_PREFIX,
+    FileRecord,
     Manifest,
     lock_path,
     read_manifest,
@@ -55,7 +56,6 @@ from pytest_qnn_genai.cache.stats import CacheStats
 # cache/'s only imports from the rest of the package
 from pytest_qnn_genai.files import file_sha256
 from pytest_qnn_genai.progress import Writer, heartbeat, stderr_writer
-from pytest_qnn_genai.untyped import Json
 
 if TYPE_CHECKING:
     from pytest_qnn_genai.cache.remote.base import RemoteStore
@@ -76,7 +76,7 @@ class CacheEntry:
     """A finished entry: its folder and manifest. ``digest`` identifies its content."""
 
     path: Path
-    manifest: dict[str, Json]
+    manifest: Manifest
     hit: bool
 
     @property
@@ -117,7 +117,7 @@ class ArtifactCache:
     def _warn(message: str) -> None:
         warnings.warn(CacheWarning(message), stacklevel=4)
 
-    def key(self, stage: str, inputs: Mapping[str, Json], upstream: Sequence[str] = ()) -> str:
+    def key(self, stage: str, inputs: Mapping[str, object], upstream: Sequence[str] = ()) -> str:
         """The content key of a stage run."""
         material = {"stage": stage, "inputs": inputs, "upstream": list(upstream),
                     "versions": self.versions}
@@ -146,7 +146,7 @@ class ArtifactCache:
             raise ValueError(f"unreadable manifest or files ({e!r})") from None
         return manifest
 
-    def _fresh(self, manifest: Mapping[str, Json]) -> bool:
+    def _fresh(self, manifest: Manifest) -> bool:
         """Usable: not older than a rebuild request, and not the failure of an unknown class."""
         return (self.rebuild_before is None or manifest.get("created", 0) >= self.rebuild_before) \
             and known(manifest)
@@ -201,7 +201,7 @@ class ArtifactCache:
                 entry = self._locked_lookup(stage, key) or self._download(stage, key, label)
         return None if entry is None else self._hand_out(stage, key, entry, label)
 
-    def get_or_build(self, stage: str, inputs: Mapping[str, Json], build: Callable[[Path], object],
+    def get_or_build(self, stage: str, inputs: Mapping[str, object], build: Callable[[Path], object],
                      upstream: Sequence[str] = (), label: str = "") -> CacheEntry:
         """Return the entry for this stage run, building it (once, across processes) if needed.
 
@@ -266,7 +266,7 @@ class ArtifactCache:
         touch(final)
         return CacheEntry(final, manifest, hit=False)
 
-    def _build(self, stage: str, key: str, inputs: Mapping[str, Json], upstream: Sequence[str],
+    def _build(self, stage: str, key: str, inputs: Mapping[str, object], upstream: Sequence[str],
                build: Callable[[Path], object], label: str) -> CacheEntry:
         """Holding the key's lock: build into a ``.tmp-`` folder and rename it into place, then
         upload it. A :class:`RememberedFailure` is stored as a failed entry (no files)."""
@@ -284,11 +284,11 @@ class ArtifactCache:
                 failure = e
                 shutil.rmtree(tmp)
                 tmp.mkdir()
-            files: dict[str, dict[str, Json]] = {
+            files: dict[str, FileRecord] = {
                 p.name: {"sha256": file_sha256(p), "size": p.stat().st_size}
                      for p in sorted(tmp.iterdir()) if p.is_file() and p.name != MANIFEST}
             elapsed = time.monotonic() - start
-            manifest = {"stage": stage, "key": key, "label": label, "inputs": inputs,
+            manifest: Manifest = {"stage": stage, "key": key, "label": label, "inputs": inputs,
                         "upstream": list(upstream), "versions": self.versions, "files": files,
                         "build_s": round(elapsed, 3), "created": time.time()}
             if failure is not None:

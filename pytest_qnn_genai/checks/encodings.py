@@ -81,7 +81,7 @@ def qdq_encodings(ep: torch.export.ExportedProgram) -> dict[str, Encoding]:
               **getattr(sig, "inputs_to_lifted_tensor_constants", {})}
     values = {**ep.state_dict, **getattr(ep, "constants", {})}
     user_inputs = list(sig.user_inputs)
-    counts: Counter = Counter()
+    counts: Counter[str] = Counter()
     out: dict[str, Encoding] = {}
 
     def value(a: Upstream) -> np.ndarray:  # a graph node or a literal

@@ -9,7 +9,7 @@ here depends on pytest, so the comparisons can be called directly on any two flo
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -41,9 +41,9 @@ class Check:
     and direction (:class:`pytest_qnn_genai.figures.Figure`)."""
 
     check: str
-    legacy: Json
-    new: Json
-    delta: Json = ""
+    legacy: object  # JSON-serializable values, shown as text
+    new: object
+    delta: object = ""
     ok: bool = True
     detail: str = ""
     info: bool = False  # a figure reported, judged by nothing
@@ -120,7 +120,9 @@ class ParityTable:
         cells = [[r[c][:check_width if c == "check" else max_width] for c in self.COLUMNS]
                  for r in self.rows]
         widths = [max([len(c)] + [len(row[i]) for row in cells]) for i, c in enumerate(self.HEADERS)]
-        line = lambda vals: "  ".join(v.ljust(w) for v, w in zip(vals, widths)).rstrip()  # noqa: E731
+
+        def line(vals: Sequence[str]) -> str:
+            return "  ".join(v.ljust(w) for v, w in zip(vals, widths)).rstrip()
         return [line(self.HEADERS), line(["-" * w for w in widths])] + [line(r) for r in cells]
 
 

@@ -1,7 +1,7 @@
 """One program through ``qnn_executor_runner`` on a phone (the smoke block), as SimpleADB runs it.
 
-Contract (examples/qualcomm/executor_runner/qnn_executor_runner.cpp ``main`` at ExecuTorch main
-cff6f4dd = 1.5.1; SimpleADB in backends/qualcomm/export_utils.py), checked here so that a runner
+Contract (examples/qualcomm/executor_runner/qnn_executor_runner.cpp ``main`` at ExecuTorch
+1.5.1; SimpleADB in backends/qualcomm/export_utils.py), checked here so that a runner
 breaking it fails the run:
 
 * the runner runs the program's ``--method_index``-th method (``Program::get_method_name``: the

@@ -1,6 +1,6 @@
 """A generation on a phone, held to ``qnn_llama_runner``'s contract as upstream implements it.
 
-Contract (ExecuTorch examples/qualcomm/oss_scripts/llama at main cff6f4dd = 1.5.1; release/1.4
+Contract (ExecuTorch examples/qualcomm/oss_scripts/llama at 1.5.1; release/1.4
 behaves the same), checked here so that a runner that breaks it fails the run, never passes it:
 
 * **The request.** Both runs get the prompt as ids (``--tokenized_prompt``, uint64, BOS included;
@@ -73,7 +73,6 @@ from pytest_qnn_genai.hybrid import DECODE, PREFILL
 from pytest_qnn_genai.runtime.chat import format_prompt
 from pytest_qnn_genai.runtime.result import RunResult
 from pytest_qnn_genai.runtime.tokenizer import stop_ids
-from pytest_qnn_genai.untyped import Json
 
 if TYPE_CHECKING:
     from pytest_qnn_genai.devices.runner_output import RunnerFiles
@@ -288,7 +287,7 @@ def generate(ws: DeviceWorkspace, runner: Path, pte: Path, pte_digest: str, toke
     hybrid, _ = run(text_mode, "hybrid" if lookahead is None else "lookahead")
     result = hybrid.result
     result.prompt_tokens = list(prompt_ids)
-    extra: dict[str, Json] = {"seq_len": seq_len, "shared_buffer": facts.shared_buffer,
+    extra: dict[str, object] = {"seq_len": seq_len, "shared_buffer": facts.shared_buffer,
                              "eos_piece": hybrid.eos_piece, "tokens_source": TOKENS_FROM_TEXT,
                              "eval_mode": text_mode, "produced": hybrid.produced}
     if lookahead is not None:

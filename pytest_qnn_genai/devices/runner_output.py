@@ -1,7 +1,7 @@
 """Parse what ``qnn_llama_runner`` leaves behind into :class:`~pytest_qnn_genai.results.RunResult`.
 
 Formats (ExecuTorch ``extension/llm/runner/stats.h`` and ``examples/qualcomm/oss_scripts/llama``
-at main cff6f4dd = 1.5.1):
+at 1.5.1):
 
 * the run log has ``PyTorchObserver {json}`` (``printf``) with ``prompt_tokens``,
   ``generated_tokens``, ``*_ms`` timestamps and, only when the interval is positive,
@@ -34,11 +34,11 @@ import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypedDict
 
 import numpy as np
 
 from pytest_qnn_genai.runtime.result import PerfStats, RunResult
-from pytest_qnn_genai.untyped import Json
 
 OBSERVER_PREFIX = "PyTorchObserver "
 _NUMBER = r"([-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?)"
@@ -75,7 +75,22 @@ class LogitsQuant:
     dtype: str = "uint16"  # "float32" when the model's logits are not quantized
 
 
-def observer_stats(log_text: str) -> list[dict[str, Json]]:
+class ObserverStats(TypedDict, total=False):
+    """One ``PyTorchObserver`` JSON object of the runner's log (the fields read here)."""
+
+    prompt_tokens: int
+    generated_tokens: int
+    model_load_start_ms: float
+    model_load_end_ms: float
+    inference_start_ms: float
+    prompt_eval_end_ms: float
+    first_token_ms: float
+    inference_end_ms: float
+    prefill_token_per_sec: float
+    decode_token_per_sec: float
+
+
+def observer_stats(log_text: str) -> list[ObserverStats]:
     """Every ``PyTorchObserver`` JSON object in the log, in order (one per generate call)."""
     found = []
     for line in log_text.splitlines():
@@ -95,7 +110,7 @@ def _rate(count: float, start_ms: float, end_ms: float) -> float:
     return count / span * 1000.0 if span > 0 else 0.0
 
 
-def perf_from_observer(stats: dict[str, Json]) -> PerfStats:
+def perf_from_observer(stats: ObserverStats) -> PerfStats:
     """PerfStats from one ``PyTorchObserver`` object (rates recomputed when the runner omitted them)."""
     try:
         prompt = int(stats["prompt_tokens"])
@@ -202,7 +217,7 @@ def parse_runner_files(files: RunnerFiles, prompt: str, *, device: str,
     perf = parse_perf(log_text)
     full_text = files.outputs_txt.read_text(errors="replace")
     text = full_text[len(prompt):] if full_text.startswith(prompt) else full_text
-    extra: dict[str, Json] = {"outputs_txt": full_text, "run_log": str(files.run_log),
+    extra: dict[str, object] = {"outputs_txt": full_text, "run_log": str(files.run_log),
                              "observer": observer_stats(log_text)}
     if files.inference_speed_txt is not None:
         extra["inference_speed_tok_s"] = read_inference_speed(files.inference_speed_txt)

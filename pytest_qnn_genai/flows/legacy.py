@@ -35,7 +35,6 @@ from pytest_qnn_genai.models import families
 from pytest_qnn_genai.models.families import LegacyInputs
 from pytest_qnn_genai.models.registry import ModelCase
 from pytest_qnn_genai.targets import Target
-from pytest_qnn_genai.untyped import Json
 
 if TYPE_CHECKING:
     from pytest_qnn_genai.stages.quantize import QdqArtifacts
@@ -82,7 +81,7 @@ def pte_filename(case: ModelCase) -> str:
     return f"{case.decoder_model}_{name}" if case.decoder_model == "stories260k" else name
 
 
-def calibration_samples(case: ModelCase) -> list[dict[str, Json]]:
+def calibration_samples(case: ModelCase) -> list[dict[str, list[dict[str, str]]]]:
     """``--calib_samples`` content: one single-turn chat per calibration prompt."""
     return [{"messages": [{"role": "user", "content": p}]} for p in case.calibration_prompts]
 

@@ -3,7 +3,7 @@
 ``llama.py`` runs as ``python -c <bootstrap>``: the bootstrap installs the torchtune stand-in of
 :mod:`pytest_qnn_genai.compat.torchtune` (in that subprocess only) and then runs the module as
 ``__main__``. Its options are read once per interpreter from the installed ``_build_parser()`` in a
-subprocess of their own (importing the llama package takes ~10 s and pulls in lm_eval).
+subprocess of their own (importing the llama package is slow and pulls in lm_eval).
 
 Every subprocess runs in its own process group with a deadline: on timeout the whole group is
 killed (SIGTERM, then SIGKILL), so a hung QNN compile never outlives the test session.
@@ -24,7 +24,6 @@ from pathlib import Path
 import pytest_qnn_genai
 from pytest_qnn_genai.sdk import require_active
 from pytest_qnn_genai.sdk.emulator import LIB_SUBDIR
-from pytest_qnn_genai.untyped import Json
 
 LLAMA_MODULE = "executorch.examples.qualcomm.oss_scripts.llama.llama"
 PROBE_TIMEOUT_S = 300.0
@@ -86,8 +85,8 @@ class LegacyOption:
 
     flags: tuple[str, ...]
     dest: str
-    default: Json
-    choices: tuple[Json, ...] | None
+    default: object  # argparse values: str, int, float, bool, None, lists of those
+    choices: tuple[object, ...] | None
     required: bool
 
 
@@ -124,7 +123,7 @@ def _exited(pid: int) -> bool:
     return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
 
 
-def _kill_group(proc: subprocess.Popen) -> None:
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
     """SIGTERM the process group, SIGKILL it after a grace period, and reap the leader."""
     for sig, wait_s in ((signal.SIGTERM, KILL_GRACE_S), (signal.SIGKILL, 30.0)):
         try:
@@ -217,13 +216,13 @@ def legacy_parser(timeout_s: float = PROBE_TIMEOUT_S) -> LegacyParser:
     return _PARSERS[sys.executable]
 
 
-def _portable(value: Json, root: str | None) -> Json:
+def _portable(value: object, root: str | None) -> object:
     if root and isinstance(value, str) and value.startswith(root + os.sep):
         return "<executorch>" + value[len(root):]
     return value
 
 
-def legacy_parser_defaults() -> dict[str, Json]:
+def legacy_parser_defaults() -> dict[str, object]:
     """``{long flag: default}`` of every ``llama.py`` option, for configuration snapshots.
 
     Defaults that are files inside the executorch package read ``<executorch>/...``.
@@ -231,7 +230,7 @@ def legacy_parser_defaults() -> dict[str, Json]:
     spec = importlib.util.find_spec("executorch")
     locations = (spec.submodule_search_locations or []) if spec else []
     root = next(iter(locations), None)
-    out: dict[str, Json] = {}
+    out: dict[str, object] = {}
     for opt in legacy_parser().options.values():
         out.setdefault(max(opt.flags, key=len), _portable(opt.default, root))
     return dict(sorted(out.items()))

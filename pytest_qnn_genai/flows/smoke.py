@@ -13,7 +13,6 @@ import torch
 
 from pytest_qnn_genai.stages.compile import compile_specs
 from pytest_qnn_genai.targets import Target
-from pytest_qnn_genai.untyped import Json
 
 
 class RMSNorm(torch.nn.Module):
@@ -99,7 +98,7 @@ REFERENCE = "reference.pt"
 CALIBRATION_BATCHES = 16
 
 
-def spec(target: Target, quant: str) -> dict[str, Json]:
+def spec(target: Target, quant: str) -> dict[str, object]:
     """The cache inputs that determine the artifact (a phone build differs from the emulator's:
     shared buffers and weight sharing, :func:`~pytest_qnn_genai.stages.compile.compile_spec_data`)."""
     return {"block": "attention-d32-s8", "seed": 0, "quant": quant, "soc": target.soc.name,

@@ -35,7 +35,6 @@ from pytest_qnn_genai import figures
 from pytest_qnn_genai.golden import updates
 from pytest_qnn_genai.golden.updates import GoldenWriteRefused
 from pytest_qnn_genai.targets import BACKENDS, SOCS
-from pytest_qnn_genai.untyped import Json
 
 if TYPE_CHECKING:
     from pytest_qnn_genai.models.registry import ModelCase
@@ -92,7 +91,7 @@ class GoldenWorkload:
                              f"fewer than seq_len {self.seq_len}")
         return self.seq_len - prompt_tokens
 
-    def to_dict(self) -> dict[str, Json]:
+    def to_dict(self) -> dict[str, object]:
         return {"prompt": self.prompt, "seq_len": self.seq_len, "build": dict(self.build),
                 "source": self.source}
 
@@ -183,11 +182,11 @@ class GoldenPerf:
         return replace(self, entries={**self.entries, (soc, backend): GoldenEntry(merged,
                                                                                   provenance)})
 
-    def to_dict(self) -> dict[str, Json]:
+    def to_dict(self) -> dict[str, object]:
         """The file's JSON object (SoCs and backends sorted, floors in a fixed order)."""
-        out: dict[str, dict[str, Json]] = {}
+        out: dict[str, dict[str, object]] = {}
         for (soc, backend), e in sorted(self.entries.items()):
-            body: dict[str, Json] = {f: e.floors[f] for f in FLOOR_FIGURES if f in e.floors}
+            body: dict[str, object] = {f: e.floors[f] for f in FLOOR_FIGURES if f in e.floors}
             body["provenance"] = e.provenance
             out.setdefault(soc, {})[backend] = body
         return {"model": self.model, "workload": self.workload.to_dict(), "targets": out}
@@ -197,7 +196,7 @@ class GoldenPerf:
         return json.dumps(self.to_dict(), indent=2, ensure_ascii=False) + "\n"
 
 
-def _show(value: Json) -> str:
+def _show(value: object) -> str:
     try:
         text = json.dumps(value, ensure_ascii=False)
     except (TypeError, ValueError):
@@ -205,14 +204,14 @@ def _show(value: Json) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def _is_number(value: Json) -> bool:
+def _is_number(value: object) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 _TOLERANCE_HINT = "there is no tolerance in the file: the tolerance is --qnn-perf-noise"
 
 
-def _keys(obj: dict[str, Json], allowed: tuple[str, ...], required: tuple[str, ...],
+def _keys(obj: Mapping[str, object], allowed: tuple[str, ...], required: tuple[str, ...],
           fail: Fail) -> None:
     for k in obj:
         if k not in allowed:
@@ -223,14 +222,14 @@ def _keys(obj: dict[str, Json], allowed: tuple[str, ...], required: tuple[str, .
             fail(f"missing key {k!r}")
 
 
-def _text(obj: dict[str, Json], key: str, fail: Fail) -> str:
+def _text(obj: Mapping[str, object], key: str, fail: Fail) -> str:
     value = obj[key]
     if not isinstance(value, str) or not value.strip():
         fail(f"{key!r} must be a non-empty string, got {_show(value)}")
     return value
 
 
-def _workload(body: Json, fail: Fail) -> GoldenWorkload:
+def _workload(body: object, fail: Fail) -> GoldenWorkload:
     if not isinstance(body, dict):
         fail(f"must be an object, got {_show(body)}")
     _keys(body, _WORKLOAD_KEYS, _WORKLOAD_KEYS, fail)
@@ -249,7 +248,7 @@ def _workload(body: Json, fail: Fail) -> GoldenWorkload:
                           _text(body, "source", fail))
 
 
-def _entry(body: Json, fail: Fail) -> GoldenEntry:
+def _entry(body: object, fail: Fail) -> GoldenEntry:
     if not isinstance(body, dict):
         fail(f"entry must be an object, got {_show(body)}")
     _keys(body, FLOOR_FIGURES + ("provenance",), REQUIRED_FLOORS + ("provenance",), fail)
@@ -263,7 +262,7 @@ def _entry(body: Json, fail: Fail) -> GoldenEntry:
     return GoldenEntry(floors, _text(body, "provenance", fail))
 
 
-def parse_golden(data: Json, source: str, expected_model: str | None = None) -> GoldenPerf:
+def parse_golden(data: object, source: str, expected_model: str | None = None) -> GoldenPerf:
     """Validate a decoded golden file; problems raise :class:`GoldenFileError` ``source: ...``."""
     def fail_at(where: str) -> Fail:
         def fail(problem: str) -> NoReturn:

@@ -35,6 +35,8 @@ from pytest_qnn_genai.models import spec as gate_spec
 
 if TYPE_CHECKING:
     from pytest_qnn_genai.models.families import Family
+    from pytest_qnn_genai.models.params import ModelParams
+    from pytest_qnn_genai.untyped import Json
 
 # Settings read when a built program runs, never when it is built (prompts, token counts, the perf
 # workload in ``extra``): they stay out of build cache keys.
@@ -89,7 +91,7 @@ class ModelCase:
     eval_prompt: str = "Once upon a time"
     max_new_tokens: int = 48
     calibration_prompts: tuple[str, ...] = ()
-    extra: dict[str, Any] = field(default_factory=dict)  # free-form JSON
+    extra: dict[str, Json] = field(default_factory=dict)  # free-form JSON
     variants: dict[str, dict[str, int | str]] = field(default_factory=dict)  # VARIANT_FIELDS
     packaged: bool = True  # shipped in the package (False: found through --qnn-cases)
     gate: gate_spec.GateSpec = field(default_factory=gate_spec.GateSpec)  # floors, ceilings
@@ -107,8 +109,8 @@ class ModelCase:
         return families.for_decoder_model(self.decoder_model)
 
     @property
-    def params_dict(self) -> dict[str, Any]:
-        data: dict[str, Any] = json.loads(self.path("params").read_text())
+    def params_dict(self) -> ModelParams:
+        data: ModelParams = json.loads(self.path("params").read_text())
         return data
 
     def files(self) -> dict[str, Path]:
@@ -124,7 +126,7 @@ class ModelCase:
         own = self.folder / GOLDEN_SUBDIR
         return own if not self.packaged and own.is_dir() else None
 
-    def build_fingerprint(self) -> dict[str, Any]:
+    def build_fingerprint(self) -> dict[str, object]:
         """Everything that shapes what the pipeline builds from this case (a cache-key input), and
         nothing that does not: the run-time settings (:data:`RUNTIME_FIELDS`) are left out, so
         changing the eval prompt or the token count rebuilds no model."""

@@ -30,7 +30,7 @@ def stories(n: int = N_STORIES) -> list[str]:
 
 
 def training_stories() -> list[str]:
-    """The training split the toy cases were trained on (1.8 s to generate)."""
+    """The training split the toy cases were trained on (generated: no download)."""
     return corpus.generate(N_TRAIN, TRAIN_SEED)
 
 

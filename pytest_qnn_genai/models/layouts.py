@@ -9,12 +9,13 @@ already half-split (their configs say ``transform_weight = False``).
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 import torch
 
 from pytest_qnn_genai.models.case import ModelCaseError
+from pytest_qnn_genai.models.params import ModelParams
 
 
 def interleaved_to_half_split(w: torch.Tensor, heads: int) -> torch.Tensor:
@@ -30,7 +31,7 @@ def half_split_to_interleaved(w: torch.Tensor, heads: int) -> torch.Tensor:
     return w.view(heads, 2, out // heads // 2, inp).transpose(1, 2).reshape(out, inp)
 
 
-def transform_weight(sd: dict[str, torch.Tensor], params: dict[str, Any]) -> dict[str, torch.Tensor]:
+def transform_weight(sd: dict[str, torch.Tensor], params: ModelParams) -> dict[str, torch.Tensor]:
     """``sd`` with every layer's wq/wk rows permuted as llama.py does for a config with
     ``transform_weight`` (Meta's interleaved order → ``static_llama``'s half-split)."""
     out = dict(sd)
@@ -41,7 +42,7 @@ def transform_weight(sd: dict[str, torch.Tensor], params: dict[str, Any]) -> dic
     return out
 
 
-def torch_state_dict(path: str | Path, *, strip: str = "") -> dict[str, Any]:
+def torch_state_dict(path: str | Path, *, strip: str = "") -> dict[str, torch.Tensor]:
     """The state dict in a ``torch.save`` file (memory-mapped: shapes are read without loading
     the tensors), under ``"model"`` if it has one (llama.py takes both), ``strip`` removed from
     its keys. An unreadable file is one :class:`ModelCaseError` line."""
@@ -68,7 +69,8 @@ def safetensors_shapes(path: str | Path) -> dict[str, tuple[int, ...]]:
                              f"{str(e).splitlines()[0] if str(e) else ''})") from None
 
 
-def check_shapes(path: str | Path, got: dict[str, Any], want: dict[str, tuple[int, ...]]) -> None:
+def check_shapes(path: str | Path, got: Mapping[str, torch.Tensor | tuple[int, ...]],
+                 want: dict[str, tuple[int, ...]]) -> None:
     """Raise one :class:`ModelCaseError` line unless ``got`` (tensors or shapes by key) has
     exactly ``want``'s keys and shapes."""
     missing, extra = sorted(want.keys() - got.keys()), sorted(got.keys() - want.keys())
@@ -97,7 +99,7 @@ HF_LAYER_KEYS = {
 }
 
 
-def meta_to_hf(sd: dict[str, torch.Tensor], params: dict[str, Any], *,
+def meta_to_hf(sd: dict[str, torch.Tensor], params: ModelParams, *,
                permute: bool = True) -> dict[str, torch.Tensor]:
     """A Meta-layout state dict in Hugging Face's (``model.layers.{i}.self_attn.q_proj``, ...,
     with ``lm_head``): fp32 copies, wq/wk rows from interleaved to half-split when ``permute``
@@ -116,7 +118,7 @@ def meta_to_hf(sd: dict[str, torch.Tensor], params: dict[str, Any], *,
     return {k: v.detach().float().clone().contiguous() for k, v in hf.items()}
 
 
-def hf_to_meta(hf: dict[str, torch.Tensor], params: dict[str, Any], *,
+def hf_to_meta(hf: dict[str, torch.Tensor], params: ModelParams, *,
                permute: bool = True) -> dict[str, torch.Tensor]:
     """A Hugging Face state dict in Meta's layout (fp32 copies; ``output`` = the tied embedding
     when it has no ``lm_head``), wq/wk rows back to interleaved order when ``permute``."""

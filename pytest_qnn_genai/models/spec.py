@@ -21,8 +21,6 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 
-from pytest_qnn_genai.untyped import Json
-
 PHASES = ("fp32", "qdq", "target")  # where perplexity is measured (llama.py's tasks_eval's three)
 
 
@@ -55,12 +53,12 @@ FIELDS = {
 }
 
 
-def _number(name: str, value: Json, *, integer: bool = False,
+def _number(name: str, value: object, *, integer: bool = False,
             at_most: float | None = None) -> float:
     """``value`` as a positive finite number (an integer if ``integer``), at most ``at_most``."""
     ok = (isinstance(value, (int, float)) and not isinstance(value, bool)
           and (isinstance(value, int) or not integer))
-    number = float(value) if ok else math.nan
+    number = float(value) if ok and isinstance(value, (int, float)) else math.nan
     if not math.isfinite(number) or number <= 0 or (at_most is not None and number > at_most):
         kind = "a positive integer" if integer else "a positive number"
         limit = f" ≤ {at_most:g}" if at_most is not None else ""
@@ -68,11 +66,11 @@ def _number(name: str, value: Json, *, integer: bool = False,
     return number
 
 
-def _optional(data: dict[str, Json], name: str, at_most: float | None = None) -> float | None:
+def _optional(data: Mapping[str, object], name: str, at_most: float | None = None) -> float | None:
     return _number(name, data[name], at_most=at_most) if name in data else None
 
 
-def _perplexity(data: dict[str, Json]) -> dict[str, float]:
+def _perplexity(data: Mapping[str, object]) -> dict[str, float]:
     ppl = data.get("max_perplexity", {})
     if not isinstance(ppl, dict):
         raise GateSpecError(f"gate.max_perplexity must be an object of phase: ceiling "
@@ -84,7 +82,7 @@ def _perplexity(data: dict[str, Json]) -> dict[str, float]:
     return {k: _number(f"max_perplexity.{k}", v) for k, v in ppl.items()}
 
 
-def parse(data: Json) -> GateSpec:
+def parse(data: object) -> GateSpec:
     """``case.json``'s ``gate`` object as a :class:`GateSpec`; every problem one line naming the
     field (:class:`GateSpecError`)."""
     if not isinstance(data, dict):
@@ -107,9 +105,9 @@ def parse(data: Json) -> GateSpec:
         notes=notes)
 
 
-def to_json(spec: GateSpec) -> dict[str, Json]:
+def to_json(spec: GateSpec) -> dict[str, object]:
     """The declared fields of ``spec`` (what ``case.json`` says), for the run report."""
-    out: dict[str, Json] = {}
+    out: dict[str, object] = {}
     for f in fields(spec):
         value = getattr(spec, f.name)
         if value not in (None, "", {}):

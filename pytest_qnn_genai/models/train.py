@@ -23,7 +23,7 @@ import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import torch
 import torch.nn.functional as F
@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
 
     from pytest_qnn_genai.models.families import Toy, ToyTokenizer
+    from pytest_qnn_genai.models.params import CaseFile, ModelParams
 
 EVAL_PROMPT, EVAL_TOKENS = "Once upon a time", 48
 PUNCTUATION = ',.!?"\''
@@ -110,7 +111,7 @@ def lr_at(step: int, cfg: Config) -> float:
 
 
 def train_model(cfg: Config, toy: Toy, data: dict[str, Stream],
-                params: dict[str, Any]) -> tuple[torch.nn.Module, list[tuple[int, float]]]:
+                params: ModelParams) -> tuple[torch.nn.Module, list[tuple[int, float]]]:
     """Train the toy's model; per batch a quarter of the windows start anywhere in the plain
     stream, a quarter (if there is a chat stream) at a chat story's start, the rest at a plain
     story's ``bos``. Returns the model and the mean train loss every 50 steps."""
@@ -214,7 +215,7 @@ def continuation(tok: ToyTokenizer, prompt_ids: list[int], ids: list[int], stops
     return full[len(head):] if full.startswith(head) else tok.decode(ids)
 
 
-def model_card(cfg: Config, toy: Toy, f: dict[str, Any], log: list[tuple[int, float]]) -> str:
+def model_card(cfg: Config, toy: Toy, f: dict[str, object], log: list[tuple[int, float]]) -> str:
     """MODEL_CARD.md text."""
     points = log[:: max(1, len(log) // 8)]
     curve = ", ".join(f"{s}: {loss:.3f}" for s, loss in points + log[-1:] * (points[-1] != log[-1]))
@@ -274,7 +275,7 @@ Token ids: `{f['continuation_ids']}`
 {chat}"""
 
 
-def run(cfg: Config) -> dict[str, Any]:
+def run(cfg: Config) -> dict[str, object]:
     """Build the whole model case in ``cfg.out``; returns the measured facts."""
     toy = families.all_families()[cfg.family].TOY
     if not cfg.steps:
@@ -282,7 +283,7 @@ def run(cfg: Config) -> dict[str, Any]:
     changes = json.loads(cfg.params) if cfg.params else {}
     if "vocab_size" in changes:
         raise ValueError("--params cannot change vocab_size: the tokenizer is the toy's")
-    params = {**toy.PARAMS, **changes}
+    params: ModelParams = {**toy.PARAMS, **changes}
     t0 = time.time()
     torch.manual_seed(cfg.seed)
     torch.set_num_threads(cfg.threads)
@@ -306,7 +307,7 @@ def run(cfg: Config) -> dict[str, Any]:
     ids = greedy(logits, prompt_ids, EVAL_TOKENS, [tok.eos_id])
     chat_prompt = tok.chat(EVAL_PROMPT)
     chat = None if chat_prompt is None else greedy(logits, chat_prompt, EVAL_TOKENS, stops)
-    case = {**toy.CASE, "name": cfg.name or toy.NAME, "model_mode": "hybrid",
+    case: CaseFile = {**toy.CASE, "name": cfg.name or toy.NAME, "model_mode": "hybrid",
             "prefill_ar_len": 32, "max_seq_len": 128, "max_context_len": 128,
             "eval_prompt": EVAL_PROMPT, "max_new_tokens": EVAL_TOKENS,
             "calibration_prompts": calibration_prompts(tok, cfg.seed + 2, cfg.n_calibration),
@@ -314,7 +315,7 @@ def run(cfg: Config) -> dict[str, Any]:
     if toy.CASE.get("kv_io_bit_width") == 16:  # the recipe's own KV IO is 16-bit already
         del case["variants"]["kv16"]
     (cfg.out / "case.json").write_text(json.dumps(case, indent=2) + "\n")
-    facts: dict[str, Any] = {
+    facts: dict[str, object] = {
         "n_params": sum(p.numel() for p in model.parameters()),
         "train_tokens": len(data["plain"][0]),
         "chat_tokens": len(data["chat"][0]) if "chat" in data else 0,

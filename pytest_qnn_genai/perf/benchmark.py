@@ -26,7 +26,6 @@ from typing import TYPE_CHECKING
 
 from pytest_qnn_genai.perf.minimum import GATED, Work, check_minimum, measured_work, round_work
 from pytest_qnn_genai.runtime.result import PerfStats
-from pytest_qnn_genai.untyped import Json
 
 if TYPE_CHECKING:
     from pytest_benchmark.fixture import BenchmarkFixture
@@ -41,10 +40,10 @@ Generate = Callable[[], PerfStats]
 RunCase = Callable[[str, int], "RunResult"]  # (prompt, max_new_tokens) -> one generation
 PERF_MAX_NEW_TOKENS = 24
 # prompt passes pooled into an emulator round's prefill figure. One pass of a case's perf prompt
-# lasts 0.09-0.16 s on an idle machine: single-pass rounds left llama3_2_toy's prefill at 1.79 s
-# after 20 rounds here and 1.99 s after 12 on the CI machine (warm cache, nothing else running),
-# short of the 2 s minimum, while decode had rested on enough work since round 5. Paired A/B
-# rounds need the passes as samples of the prefill ratio too (:mod:`.lockstep`).
+# lasts a fraction of a second on the emulator: with single-pass rounds llama3_2_toy's prefill
+# stayed short of the minimum work after the round cap, even on an idle machine, while decode had
+# rested on enough work for many rounds. Paired A/B rounds need the passes as samples of the
+# prefill ratio too (:mod:`.lockstep`).
 EMULATOR_PREFILL_PASSES = 8
 # extra_info key -> PerfStats attribute (medians over the measured rounds)
 EXTRA_INFO = {"prompt_tok_s": "prefill_tok_s", "decode_tok_s": "decode_tok_s",
@@ -62,8 +61,8 @@ class Workload:
     prompt: str
     max_new_tokens: int = PERF_MAX_NEW_TOKENS
     # emulator rounds: prompt passes pooled into the round's prefill figure (the first is the
-    # generation's own, the rest prompt-only); one 34-token pass lasts ~0.1 s, too short a
-    # window on a shared machine (paired prefill ratios of identical programs spread 0.87..1.1)
+    # generation's own, the rest prompt-only); one prompt pass is too short a window on a shared
+    # machine (the paired prefill ratios of identical programs spread far beyond the noise band)
     prefill_passes: int = 1
 
     @classmethod
@@ -213,16 +212,16 @@ class BenchResult:
                                                                for s in self.rounds))
         return out
 
-    def values(self) -> dict[str, Json]:
+    def values(self) -> dict[str, object]:
         """Figures plus the work behind them (what a perf record stores)."""
         p, d = self.work("prefill_tok_s"), self.work("decode_tok_s")
         return {**self.figures(), "rounds": len(self.rounds), "prefill_work_tokens": p.tokens,
                 "prefill_work_s": round(p.seconds, 4), "decode_work_tokens": d.tokens,
                 "decode_work_s": round(d.seconds, 4)}
 
-    def extra_info(self) -> dict[str, Json]:
+    def extra_info(self) -> dict[str, float]:
         """The pytest-benchmark ``extra_info`` keys (medians over rounds)."""
-        info: dict[str, Json] = {k: self.median(a) for k, a in EXTRA_INFO.items()}
+        info: dict[str, float] = {k: self.median(a) for k, a in EXTRA_INFO.items()}
         info["prompt_tokens"], info["generated_tokens"] = (int(info["prompt_tokens"]),
                                                            int(info["generated_tokens"]))
         return info | {"rounds": len(self.rounds), "planned_rounds": self.planned}

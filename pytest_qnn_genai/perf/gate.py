@@ -11,12 +11,12 @@ interval's lower bound is at or above the floor, fails when its upper bound is b
 rests on too little work), up to the round cap; still inconclusive there, it fails and says so:
 a gate that could not tell is never a pass.
 
-Measured hazard (2 shared cores, stories260k, identical legacy and new programs): per-round
-decode rates jumped between ~11.5 and ~17 tok/s with nothing else of ours running; pairing whole
-~2 s generations, a CI run's paired decode ratios spread 0.85..1.07 over 20 pairs (inconclusive
-at the cap, a false fail). Under a bursty CPU hog the paired decode ratios of identical programs
-spread 0.50..1.67 over 15 pairs. Process CPU time is no remedy: the runtime's threads spin, it
-measured noisier than wall time. Hence the emulator pairs single calls, milliseconds apart.
+The hazard (shared cores, identical legacy and new programs): per-round decode rates jump by tens
+of percent with nothing else of ours running, so pairing whole generations, seconds apart, leaves
+the paired ratios of identical programs spread wider than the noise band: inconclusive at the
+cap, a false fail. A bursty CPU hog spreads them further. Process CPU time is no remedy: the
+runtime's threads spin, so it is noisier than wall time. Hence the emulator pairs single calls,
+milliseconds apart.
 """
 from __future__ import annotations
 

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from pytest_qnn_genai.flows import registry as flows
+from pytest_qnn_genai.flows.base import Flow
 from pytest_qnn_genai.models import families
 from pytest_qnn_genai.models.registry import VARIANT_SEPARATOR, ModelCase, select
 from pytest_qnn_genai.targets import Target, soc
@@ -276,7 +277,7 @@ def _qdq_logits_from(need: Need) -> tuple[Need, ...]:
     return (*_on_quantize(need), *reference)
 
 
-def _flow_product(flow: flows.Flow) -> Product:
+def _flow_product(flow: Flow) -> Product:
     return Product(flow.name, Per.CASE_TARGET, _MAKERS + "flow", (type(flow).__module__, *flow.code),
                    stage=flow.stage, built_from=_on_quantize if flow.from_qdq else _nothing,
                    long=True, in_subprocess=flow.in_subprocess)

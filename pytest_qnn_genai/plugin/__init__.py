@@ -108,6 +108,6 @@ def pytest_testnodedown(node: WorkerController, error: object) -> None:
 
 
 @pytest.hookimpl(optionalhook=True)
-def pytest_benchmark_update_machine_info(config: pytest.Config, machine_info: dict) -> None:
+def pytest_benchmark_update_machine_info(config: pytest.Config, machine_info: dict[str, object]) -> None:
     if SESSION in config.stash:
         machine_info["qnn_genai"] = config.stash[SESSION].machine_info()

@@ -21,7 +21,6 @@ from pytest_qnn_genai.runtime.result import RunResult
 from pytest_qnn_genai.sdk import QnnSdk
 from pytest_qnn_genai.settings import Settings
 from pytest_qnn_genai.targets import Target
-from pytest_qnn_genai.untyped import Json
 
 if TYPE_CHECKING:
     from pytest_benchmark.fixture import BenchmarkFixture
@@ -123,7 +122,7 @@ class Recorder(Protocol):
     """``qnn_record(kind, rows, ...)``: see :func:`qnn_record`."""
 
     def __call__(self, kind: str, rows: Sequence[Figure | Check], *,
-                 values: Mapping[str, Json] | None = None, note: str = "",
+                 values: Mapping[str, object] | None = None, note: str = "",
                  model: str | None = None, target: Target | None = None) -> Record: ...
 
 
@@ -143,7 +142,7 @@ def qnn_record(request: pytest.FixtureRequest, qnn_results: ResultsFile) -> Reco
     from pytest_qnn_genai.report.results import Record
 
     def record(kind: str, rows: Sequence[Figure | Check], *,
-               values: Mapping[str, Json] | None = None, note: str = "",
+               values: Mapping[str, object] | None = None, note: str = "",
                model: str | None = None, target: Target | None = None) -> Record:
         for name, given in (("qnn_case", model), ("qnn_target", target)):
             if given is None and name not in request.fixturenames:

@@ -8,14 +8,12 @@ builds, which are theirs too, are done instead of beside them; each then waits u
 run's prebuild has built its whole plan (the lookahead builds only they need come last in it:
 ``plugin/prebuild.py`` ``wait_for_builds``).
 
-Measured hazard (a cold ``pytest suites --soc SM8650 -n auto``, 2 cores, collection order:
-gate, parity, perf, smoke): the perf tests ran while the prebuild and the other worker built
-(both cores busy, up to five runnable processes). The emulator's A/B gate of stories260k took
-327 s, and the three cases' A/B gates and benchmarks 755 s of a worker's time, against 35 s and
-126 s on the same cache with nothing else running: the A/B gate adds rounds while a verdict is
-inconclusive (noise widens the bounds, up to 4x the rounds), and every round ran slower. Those
-seconds were CPU the builds waited for, and the figures measured the builds as much as the
-programs.
+The hazard (a cold ``pytest suites -n auto`` on few cores, in collection order): the perf tests
+run while the prebuild and the other worker build, every core busy. The A/B gates and benchmarks
+then take several times as long as on the same cache with nothing else running: the A/B gate
+adds rounds while a verdict is inconclusive (noise widens the bounds, up to 4x the rounds), and
+every round runs slower. That time is CPU the builds wait for, and the figures measure the
+builds as much as the programs.
 """
 from __future__ import annotations
 

@@ -34,7 +34,6 @@ from pytest_qnn_genai.prebuild import building, launch
 from pytest_qnn_genai.prebuild.plan import Request, plan
 from pytest_qnn_genai.prebuild.process import PrebuildConfig
 from pytest_qnn_genai.settings import Settings
-from pytest_qnn_genai.untyped import Json
 
 OWNER_WORKER = "gw0"
 # At most this many builds at once: one in-process build plus subprocess builds (llama.py, cmake),
@@ -149,7 +148,7 @@ def start(config: pytest.Config, settings: Settings, items: Sequence[pytest.Item
 
 
 def stop(config: pytest.Config, process: launch.PrebuildProcess | None, workers: int | None,
-         stopped: bool) -> dict[str, Json]:
+         stopped: bool) -> dict[str, object]:
     """End the prebuild (building on while another worker may still need it) and return its
     build statistics (the session adds them to what it reports); in another worker, say it has
     ended."""

@@ -17,7 +17,7 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypedDict
 
 import pytest
 
@@ -27,10 +27,10 @@ from pytest_qnn_genai.checks.parity import ParityTable
 from pytest_qnn_genai.figures import FAIL, problem
 from pytest_qnn_genai.models import registry
 from pytest_qnn_genai.plugin import marks, options, order, prebuild, threads
-from pytest_qnn_genai.report.results import Header, Record, ResultsFile, ResultsFileError
+from pytest_qnn_genai.report.results import Header, Record, RecordDict, ResultsFile, ResultsFileError
 from pytest_qnn_genai.sdk import QnnSdk, SdkError, activate, resolve_sdk
 from pytest_qnn_genai.sdk.versions import dist_version, stack
-from pytest_qnn_genai.shards import Selection
+from pytest_qnn_genai.shards import Selection, SelectionDict
 
 if TYPE_CHECKING:
     from pytest_qnn_genai.prebuild.launch import PrebuildProcess
@@ -39,6 +39,17 @@ if TYPE_CHECKING:
     from pytest_qnn_genai.targets import Target
 
 PAYLOAD = "qnn_genai"  # the key of this plugin's xdist worker output
+
+
+class WorkerPayload(TypedDict):
+    """What a worker ships to the controller (through xdist's ``workeroutput``)."""
+
+    cache_stats: dict[str, object]  # CacheStats.to_dict()
+    parity_rows: list[dict[str, str]]
+    records: list[RecordDict]
+    shard: SelectionDict | None
+
+
 REBUILD_BEFORE = "qnn_rebuild_before"  # the controller's rebuild time, in workerinput
 SESSION_START = "qnn_session_start"  # the controller's start: no worker evicts what others use
 
@@ -265,14 +276,14 @@ class QnnSession:
             out[REBUILD_BEFORE] = self.rebuild_before
         return out
 
-    def worker_payload(self) -> dict[str, object]:
+    def worker_payload(self) -> WorkerPayload:
         """What a worker ships to the controller at its end."""
         return {"cache_stats": self.cache_stats().to_dict(), "parity_rows": self.parity.to_dicts(),
                 "records": [] if self._results is None else
                 [r.to_dict() for r in self._results.records],
                 "shard": None if self.shard is None else self.shard.to_dict()}
 
-    def merge_worker(self, payload: dict | None) -> None:
+    def merge_worker(self, payload: WorkerPayload | None) -> None:
         """Fold one worker's payload into the controller's state."""
         if not payload:
             return

@@ -1,13 +1,11 @@
 """Torch's CPU threads when several of the run's processes share the cores.
 
-Measured hazard (2 vCPUs, torch 2.13 CPU wheel, its OpenMP pool; ``scripts/bench_harness.py
-threads``): two processes with torch's default of one thread per core each spend ~40 % more CPU
-seconds on the same work than with one thread each (19.0 against 13.6 CPU s for 400 rounds of a
-512² matmul and a 16M-element reduction; wall 19.1 against 13.7 s): each parallel region's
-threads spin and wait for a sibling the other process keeps off its core. A cold ``make gate``
-under ``-n auto`` runs two xdist workers, the prebuild and its llama.py builds on 2 cores at once:
-it spent 1491 CPU s where the one-worker run spent 1340 (every role 11-14 % more), which put it
-at 0.65 of the one-worker wall time though it kept 1.97 cores busy.
+The hazard (torch's CPU wheel, its OpenMP pool; ``scripts/bench_harness.py threads`` shows it):
+two processes with torch's default of one thread per core each spend markedly more CPU time on
+the same work than with one thread each: each parallel region's threads spin and wait for a
+sibling the other process keeps off its core. A cold ``make gate`` under ``-n auto`` runs two
+xdist workers, the prebuild and its llama.py builds on the cores at once, so every role spends
+more CPU than in a one-worker run, and the run gains less wall time than its busy cores suggest.
 
 So when more than one of the run's processes works at once (two or more xdist workers, or the
 prebuild beside the tests), each gets ``cores // processes`` threads, at least one: torch in this

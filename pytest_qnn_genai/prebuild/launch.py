@@ -28,7 +28,6 @@ from pathlib import Path
 import pytest_qnn_genai
 from pytest_qnn_genai.pipeline.products import Need
 from pytest_qnn_genai.prebuild.process import DRAIN, PrebuildConfig, write_plan
-from pytest_qnn_genai.untyped import Json
 
 STOP_TIMEOUT_S = 30.0  # to kill its builds and exit after the pipe is closed
 DRAIN_TIMEOUT_S = 1500.0  # for the running steps to finish (llama.py's own bound is 1200 s)
@@ -42,7 +41,7 @@ class PrebuildProcess:
         self.proc = proc
         self.folder = folder
         self.steps = list(steps)
-        self._stats: dict[str, Json] | None = None
+        self._stats: dict[str, object] | None = None
 
     @property
     def pid(self) -> int:
@@ -61,7 +60,7 @@ class PrebuildProcess:
         return True
 
     def finish(self, others_done: Callable[[], bool], timeout_s: float = FINISH_TIMEOUT_S,
-               poll_s: float = 1.0) -> dict[str, Json]:
+               poll_s: float = 1.0) -> dict[str, object]:
         """Let it build its whole plan until ``others_done()`` (the processes that may need its
         entries have all ended: what is left nobody asks for) or ``timeout_s``, then stop it
         (after the timeout its running steps may finish first: :meth:`drain`)."""
@@ -72,7 +71,7 @@ class PrebuildProcess:
             self.wait(poll_s)
         return self.stop()
 
-    def drain(self, timeout_s: float = DRAIN_TIMEOUT_S) -> dict[str, Json]:
+    def drain(self, timeout_s: float = DRAIN_TIMEOUT_S) -> dict[str, object]:
         """Start no more steps, let the running ones finish (up to ``timeout_s``), then stop."""
         if self.running and self.proc.stdin is not None:
             try:
@@ -83,7 +82,7 @@ class PrebuildProcess:
             self.wait(timeout_s)
         return self.stop()
 
-    def stop(self) -> dict[str, Json]:
+    def stop(self) -> dict[str, object]:
         """Kill it and its builds now (idempotent); the cache statistics of what it built."""
         if self.proc.stdin is not None and not self.proc.stdin.closed:
             try:
@@ -99,7 +98,7 @@ class PrebuildProcess:
         return self._stats
 
 
-def _read_stats(path: Path) -> dict[str, Json]:
+def _read_stats(path: Path) -> dict[str, object]:
     try:
         data = json.loads(path.read_text())
     except (OSError, ValueError):

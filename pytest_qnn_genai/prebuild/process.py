@@ -48,7 +48,6 @@ from pytest_qnn_genai.prebuild import building
 from pytest_qnn_genai.prebuild.plan import dependencies
 from pytest_qnn_genai.prebuild.schedule import Outcome, StepBusy, first_line, run_steps
 from pytest_qnn_genai.settings import Settings
-from pytest_qnn_genai.untyped import Json
 
 if TYPE_CHECKING:
     from pytest_qnn_genai.pipeline import Pipeline
@@ -150,7 +149,7 @@ class ProbingCache(ArtifactCache):
     waiting when another process holds the key's lock (it is building the entry: the step is
     tried again later, and this lane builds something else meanwhile)."""
 
-    def get_or_build(self, stage: str, inputs: Mapping[str, Json], build: Callable[[Path], object],
+    def get_or_build(self, stage: str, inputs: Mapping[str, object], build: Callable[[Path], object],
                      upstream: Sequence[str] = (), label: str = "") -> CacheEntry:
         (self.root / stage).mkdir(parents=True, exist_ok=True)
         probe = KeyLock(lock_path(self.root / stage, self.key(stage, inputs, upstream)))

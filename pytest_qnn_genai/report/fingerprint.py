@@ -12,8 +12,9 @@ kHtpHighPerformance" beside the figures that moved (upstream issue #18933: "pref
 
 Artifacts are matched by stage and label; one label may name several entries in a run (the
 emulator's and a phone's compile of one case), so each entry is paired with the previous entry of
-its label whose inputs differ least. Plain data in, plain data out: nothing here knows the plugin,
-the cache or the settings class.
+its label whose inputs differ least. Plain data in, plain data out: nothing here calls the plugin,
+the cache or the settings class (an artifact has the shape of the cache's
+:class:`~pytest_qnn_genai.cache.stats.UsedEntry`).
 """
 from __future__ import annotations
 
@@ -22,8 +23,12 @@ import subprocess
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pytest_qnn_genai.untyped import Json
+
+if TYPE_CHECKING:
+    from pytest_qnn_genai.cache.stats import UsedEntry
 
 ARTIFACT_FIELDS = ("stage", "label", "key", "digest", "upstream", "inputs")
 _SHORT = 12  # characters of a key or digest shown
@@ -38,7 +43,7 @@ class Difference:
     current: str | None
 
 
-def git_state(cwd: Path | str | None) -> dict[str, Json]:
+def git_state(cwd: Path | str | None) -> dict[str, str | bool | None]:
     """The harness checkout at ``cwd``: ``{"commit", "dirty"}`` (None values when unknown)."""
     def run(*args: str) -> str | None:
         try:
@@ -54,18 +59,18 @@ def git_state(cwd: Path | str | None) -> dict[str, Json]:
             "dirty": None if status is None else bool(status.strip())}
 
 
-def artifact(stage: str, label: str, key: str, digest: str, inputs: Mapping[str, Json],
-             upstream: Sequence[str] = ()) -> dict[str, Json]:
+def artifact(stage: str, label: str, key: str, digest: str, inputs: Mapping[str, object],
+             upstream: Sequence[str] = ()) -> UsedEntry:
     """One used cache entry as the fingerprint holds it."""
     return {"stage": stage, "label": label, "key": key, "digest": digest,
             "upstream": list(upstream), "inputs": json.loads(json.dumps(inputs, default=str))}
 
 
-def collect(versions: Mapping[str, str], harness: Mapping[str, Json],
-            settings: Mapping[str, Json], cases: Mapping[str, Mapping[str, Json]],
-            artifacts: Iterable[Mapping[str, Json]]) -> dict[str, Json]:
+def collect(versions: Mapping[str, str], harness: Mapping[str, object],
+            settings: Mapping[str, object], cases: Mapping[str, Mapping[str, object]],
+            artifacts: Iterable[UsedEntry]) -> dict[str, Json]:
     """The fingerprint of a run from plain values (the plugin gathers them)."""
-    def plain(obj: Json) -> Json:
+    def plain(obj: object) -> object:
         return json.loads(json.dumps(obj, default=str, sort_keys=True))
 
     used = sorted((dict(a) for a in artifacts), key=lambda a: (a["stage"], a["label"], a["key"]))
@@ -73,37 +78,37 @@ def collect(versions: Mapping[str, str], harness: Mapping[str, Json],
             "cases": plain(cases), "artifacts": plain(used)}
 
 
-def _leaves(value: Json, prefix: str = "") -> dict[str, Json]:
+def _leaves(value: object, prefix: str = "") -> dict[str, object]:
     if isinstance(value, dict) and value:
-        out: dict[str, Json] = {}
+        out: dict[str, object] = {}
         for k, v in value.items():
             out.update(_leaves(v, f"{prefix}.{k}" if prefix else str(k)))
         return out
     return {prefix: value}
 
 
-def _show(value: Json) -> str | None:
+def _show(value: object) -> str | None:
     if value is None:
         return None
     text = value if isinstance(value, str) else json.dumps(value, default=str)
     return text if len(text) <= 80 else text[:77] + "..."
 
 
-def _leaf_differences(prefix: str, previous: Json, current: Json) -> list[Difference]:
+def _leaf_differences(prefix: str, previous: object, current: object) -> list[Difference]:
     a, b = _leaves(previous or {}), _leaves(current or {})
     return [Difference(f"{prefix}{k}", _show(a.get(k)), _show(b.get(k)))
             for k in sorted(a.keys() | b.keys()) if a.get(k) != b.get(k)]
 
 
-def _by_label(artifacts: Iterable[Mapping[str, Json]]) -> dict[str, list[Mapping[str, Json]]]:
-    out: dict[str, list[Mapping[str, Json]]] = {}
+def _by_label(artifacts: Iterable[UsedEntry]) -> dict[str, list[UsedEntry]]:
+    out: dict[str, list[UsedEntry]] = {}
     for a in artifacts:
         out.setdefault(f"{a['stage']} {a['label']}".strip(), []).append(a)
     return out
 
 
-def _artifact_differences(name: str, previous: Sequence[Mapping[str, Json]],
-                          current: Sequence[Mapping[str, Json]]) -> list[Difference]:
+def _artifact_differences(name: str, previous: Sequence[UsedEntry],
+                          current: Sequence[UsedEntry]) -> list[Difference]:
     out: list[Difference] = []
     left = list(previous)
     for cur in current:

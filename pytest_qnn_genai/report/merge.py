@@ -23,11 +23,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pytest_qnn_genai.report.fingerprint import differences
 from pytest_qnn_genai.report.results import RESULTS_NAME, Header, ResultsFile
 from pytest_qnn_genai.shards import Selection, ShardError
 from pytest_qnn_genai.untyped import Json
+
+if TYPE_CHECKING:
+    from pytest_qnn_genai.cache.stats import UsedEntry
 
 _SHORT = 12  # characters of a commit shown
 
@@ -161,12 +165,12 @@ def check(shards: Sequence[ShardRun]) -> list[ShardRun]:
 
 def _fingerprint(shards: Sequence[ShardRun]) -> dict[str, Json]:
     prints = [s.results.header.fingerprint for s in shards]
-    merged: dict[str, Json] = {k: v for k, v in prints[0].items() if k != "shard"}
+    merged = {k: v for k, v in prints[0].items() if k != "shard"}
     harness = dict(prints[0].get("harness") or {})
     if any((p.get("harness") or {}).get("dirty") for p in prints):
         harness["dirty"] = True
     merged["harness"] = harness
-    artifacts: dict[tuple[str, str], Json] = {}
+    artifacts: dict[tuple[str, str], UsedEntry] = {}
     for p in prints:
         for a in p.get("artifacts", []):
             artifacts.setdefault((a["stage"], a["key"]), a)

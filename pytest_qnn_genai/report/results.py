@@ -8,8 +8,8 @@ that judged it (never the test's outcome copied onto every figure), plus unjudge
 
 Layout of a report folder (``make nightly`` writes one folder per night)::
 
-    reports/2026-08-14/results.json  summary.md  summary.html  speed.png  trend.png
-    reports/2026-08-15/results.json  ...
+    reports/<YYYY-MM-DD>/results.json  summary.md  summary.html  speed.png  trend.png
+    reports/<the next day>/results.json  ...
 
 The trend of a run reads its siblings' ``results.json`` (:func:`load_history`), ordered by the
 date in each file's header rather than by folder name. Schema-1 files (before judged figures)
@@ -25,9 +25,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TypedDict, cast
 
 from pytest_qnn_genai import figures as judged
-from pytest_qnn_genai.figures import Figure
+from pytest_qnn_genai.figures import Figure, FigureDict
 from pytest_qnn_genai.files import write_text_atomic
 from pytest_qnn_genai.report.diff import FigureKey, higher_is_better
 from pytest_qnn_genai.targets import EMULATOR, Target
@@ -67,7 +68,7 @@ class Header:
     devices: list[str]
     versions: dict[str, str]  # torch, executorch, qairt, pytest-qnn-genai (see versions.stack)
     git_sha: str | None = None
-    fingerprint: dict[str, Json] = field(default_factory=dict)
+    fingerprint: dict[str, Json] = field(default_factory=dict)  # report.fingerprint.collect()
 
     def __post_init__(self) -> None:
         if datetime.fromisoformat(self.date).tzinfo is None:
@@ -89,6 +90,21 @@ class EmulatorFloorError(ValueError):
     """An emulator record carries a figure judged by a phone floor."""
 
 
+class RecordDict(TypedDict):
+    """A :class:`Record` in a results file (schema 2) and in a worker's payload."""
+
+    kind: str
+    model: str
+    target: str
+    soc: str
+    backend: str
+    device: str
+    figures: list[FigureDict]
+    values: dict[str, object]
+    test: str
+    note: str
+
+
 @dataclass(frozen=True)
 class Record:
     """One test's judged figures for one model case x target, and unjudged ``values``."""
@@ -100,7 +116,7 @@ class Record:
     backend: str
     device: str
     figures: list[Figure] = field(default_factory=list)
-    values: dict[str, Json] = field(default_factory=dict)
+    values: dict[str, object] = field(default_factory=dict)  # JSON-serializable
     test: str = ""  # pytest node id
     note: str = ""
 
@@ -116,7 +132,7 @@ class Record:
 
     @classmethod
     def for_target(cls, kind: str, model: str, target: Target, figures: Sequence[Figure],
-                   values: Mapping[str, Json] | None = None, test: str = "",
+                   values: Mapping[str, object] | None = None, test: str = "",
                    note: str = "") -> Record:
         """A record for a :class:`~pytest_qnn_genai.targets.Target`."""
         return cls(kind, model, target.id, target.soc.name, target.backend, target.device,
@@ -138,14 +154,17 @@ class Record:
             return judged.UPDATED
         return judged.PASS if judged.PASS in verdicts else judged.INFO
 
-    def to_dict(self) -> dict[str, Json]:
+    def to_dict(self) -> RecordDict:
         out = asdict(self)
         out["figures"] = [f.to_dict() for f in self.figures]
-        return out
+        return cast("RecordDict", out)  # its fields, by name
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Json]) -> Record:
-        return cls(**{**data, "figures": [Figure.from_dict(f) for f in data.get("figures", [])]})
+    def from_dict(cls, data: RecordDict) -> Record:
+        # read from a results file: the constructor refuses a missing or an unknown field
+        fields: dict[str, Json] = {**data, "figures": [Figure.from_dict(f)
+                                                       for f in data.get("figures", [])]}
+        return cls(**fields)
 
     @classmethod
     def from_schema_1(cls, data: Mapping[str, Json]) -> Record:
@@ -161,7 +180,7 @@ class Record:
                    data.get("test", ""), data.get("note", ""))
 
 
-def rate_or_time(name: str, value: Json) -> bool:
+def rate_or_time(name: str, value: object) -> bool:
     """Whether a record value is a perf figure that runs can be compared on."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         return False
@@ -201,7 +220,7 @@ class ResultsFile:
         return {(r.model, r.target, f.name): n for r, f in self.figures()
                 if r.kind in kinds and (n := f.number) is not None and rate_or_time(f.name, n)}
 
-    def to_dict(self) -> dict[str, Json]:
+    def to_dict(self) -> dict[str, object]:
         return {"schema": SCHEMA, "header": asdict(self.header),
                 "records": [r.to_dict() for r in self.records]}
 

@@ -23,8 +23,8 @@ goes nowhere; the ``PyTorchObserver`` line is a ``printf`` and stays. The wheel'
 :func:`sources.read_set`; after each build the compiler's depfiles are checked against them, and a
 file the compiler read but the key missed fails the build (a stale cache would pass silently).
 
-Measured (2 cores, executorch 1.5.1 wheel, g++ 12, ``-j2``): 44 s cold on an idle machine, up to
-~200 s at load average 6-8; a 13 MB folder (README, "Upstream's runners, built for x86").
+A cold build takes minutes, several times longer on a loaded machine (the README's "Upstream's
+runners, built for x86" and the docs' measurements page have the figures).
 """
 from __future__ import annotations
 
@@ -37,6 +37,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypedDict
 
 from pytest_qnn_genai.elf import needed_closure, read_elf
 from pytest_qnn_genai.files import file_sha256
@@ -57,13 +58,12 @@ from pytest_qnn_genai.runners.sources import (
     find_wheel,
     read_set,
 )
-from pytest_qnn_genai.untyped import Json
 
 LLAMA_RUNNER = "qnn_llama_runner"
 EXECUTOR_RUNNER = "qnn_executor_runner"
 RUNNERS = (LLAMA_RUNNER, EXECUTOR_RUNNER)
 DESCRIPTION = "runners.json"
-DEFAULT_TIMEOUT_S = 1800.0  # measured cold: ~2.5 min on 2 busy cores
+DEFAULT_TIMEOUT_S = 1800.0  # several times a cold build on busy cores: past it, the build hung
 MACHINE = "x86_64"
 
 
@@ -100,7 +100,7 @@ class RunnerBuild:
                    {name: tuple(r["needs"]) for name, r in data["runners"].items()})
 
 
-def key_inputs(src: Path, *, logging: bool) -> dict[str, Json]:
+def key_inputs(src: Path, *, logging: bool) -> dict[str, object]:
     """Everything the runners built from ``src`` depend on, for a cache key: the digests of the
     tree's, the wheel's and the project's files the build reads, the executorch version, the
     compiler's and CMake's ``--version``, the Debian packages' versions, and ``logging``. (The
@@ -232,10 +232,20 @@ def loader_origins(binary: Path) -> dict[str, str]:
     return found
 
 
+class RunnerRecord(TypedDict, total=False):
+    """One runner in the build's description file."""
+
+    needs: list[str]  # the wheel's libraries it loads, copied beside it
+    system_needs: list[str]  # libraries it expects of the system
+    machine: str
+    runpath: list[str]
+    sha256: str
+
+
 def _assemble(build_dir: Path, out: Path, wheel: Wheel, logging: bool, configure_s: float,
-              start: float, provenance: dict[str, Json]) -> RunnerBuild:
+              start: float, provenance: dict[str, object]) -> RunnerBuild:
     out.mkdir(parents=True, exist_ok=True)
-    runners: dict[str, dict[str, Json]] = {}
+    runners: dict[str, RunnerRecord] = {}
     for name in RUNNERS:
         built = build_dir / name
         shutil.copy2(built, out / name)
@@ -257,11 +267,11 @@ def _assemble(build_dir: Path, out: Path, wheel: Wheel, logging: bool, configure
             raise RunnerBuildError(f"{out / name}: the loader resolves {wrong or 'nothing'}; every "
                                    f"wheel library must load from {out}")
     build_s = time.monotonic() - start
+    files = {p.name: file_sha256(p) for p in sorted(out.iterdir())
+             if p.is_file() and p.name != DESCRIPTION}
     description = {"runners": runners, "logging": logging, "configure_s": round(configure_s, 1),
-                   "build_s": round(build_s, 1), **provenance,
-                   "files": {p.name: file_sha256(p) for p in sorted(out.iterdir())
-                             if p.is_file() and p.name != DESCRIPTION}}
+                   "build_s": round(build_s, 1), **provenance, "files": files}
     for name in RUNNERS:
-        runners[name]["sha256"] = description["files"][name]
+        runners[name]["sha256"] = files[name]
     (out / DESCRIPTION).write_text(json.dumps(description, indent=1))
     return RunnerBuild(out, logging, build_s, {n: tuple(r["needs"]) for n, r in runners.items()})

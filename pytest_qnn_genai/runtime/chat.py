@@ -1,6 +1,6 @@
 """What ``qnn_llama_runner`` wraps a ``--prompt`` in: its chat template by
-``--decoder_model_version`` (qnn_llama_runner.cpp ``get_formatted_prompt``, ExecuTorch main
-cff6f4dd). A ``--tokenized_prompt`` is never wrapped.
+``--decoder_model_version`` (qnn_llama_runner.cpp ``get_formatted_prompt``, ExecuTorch
+1.5.1). A ``--tokenized_prompt`` is never wrapped.
 
 The runner encodes the formatted text with its tokenizer (special-token text parsed as specials)
 after its BOS; :func:`runner_prompt_ids` gives the ids the harness expects it to read, which the

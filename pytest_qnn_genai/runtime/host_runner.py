@@ -30,10 +30,10 @@ import torch
 
 from pytest_qnn_genai.hybrid import DECODE, PREFILL
 from pytest_qnn_genai.runtime import programs
+from pytest_qnn_genai.runtime.programs import MethodMeta, Program
 from pytest_qnn_genai.runtime.pte_info import constant_values, torch_dtype
 from pytest_qnn_genai.runtime.result import PerfStats, RunResult
 from pytest_qnn_genai.targets import EMULATOR
-from pytest_qnn_genai.untyped import Json, Upstream
 
 REQUIRED_CONSTANTS = ("get_max_seq_len", "get_max_context_len", "get_vocab_size",
                       "get_logits_scale", "get_logits_zero_point", "get_eos_id")
@@ -58,16 +58,16 @@ class MethodIO:
     kv_dtype: torch.dtype
 
 
-def _sizes(meta: Upstream, i: int, output: bool = False) -> tuple[int, ...]:
+def _sizes(meta: MethodMeta, i: int, output: bool = False) -> tuple[int, ...]:
     ti = meta.output_tensor_meta(i) if output else meta.input_tensor_meta(i)
     return tuple(int(s) for s in ti.sizes())
 
 
-def _dtype(meta: Upstream, i: int) -> torch.dtype:
+def _dtype(meta: MethodMeta, i: int) -> torch.dtype:
     return torch_dtype(meta.input_tensor_meta(i).dtype())
 
 
-def read_method_io(program: Upstream, name: str, ctx: int, vocab: int) -> MethodIO:
+def read_method_io(program: Program, name: str, ctx: int, vocab: int) -> MethodIO:
     """Check that ``name`` has the smart-mask hybrid layout and return its IO description."""
     if name not in program.method_names:
         raise HybridRunnerError(f"program has no method {name!r} (methods: "
@@ -121,7 +121,7 @@ class HybridRunner:
         self.pte_path = Path(pte_path)
         entry, self.reused_program = programs.load(self.pte_path, ())
         self._program = entry.program
-        self.constants: dict[str, Json] = constant_values(self._program)
+        self.constants = constant_values(self._program)
         missing = [c for c in REQUIRED_CONSTANTS if c not in self.constants]
         if missing:
             raise HybridRunnerError(f"{self.pte_path.name}: missing constant method(s) "

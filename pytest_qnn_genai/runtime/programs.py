@@ -8,10 +8,10 @@ once per content, and kept for the life of the process.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from pytest_qnn_genai.files import file_sha256
 from pytest_qnn_genai.untyped import Upstream
@@ -20,13 +20,51 @@ if TYPE_CHECKING:
     import torch
 
 
+class TensorInfo(Protocol):
+    """``executorch.runtime``'s ``TensorInfo`` of one method input or output."""
+
+    def dtype(self) -> int: ...  # an ExecuTorch ScalarType code
+
+    def sizes(self) -> Sequence[int]: ...
+
+
+class MethodMeta(Protocol):
+    """``executorch.runtime``'s ``MethodMeta``: a method's IO, read without loading it."""
+
+    def num_inputs(self) -> int: ...
+
+    def num_outputs(self) -> int: ...
+
+    def input_tensor_meta(self, index: int) -> TensorInfo: ...
+
+    def output_tensor_meta(self, index: int) -> TensorInfo: ...
+
+
+class Method(Protocol):
+    """A loaded ``executorch.runtime.Method``. Its outputs are EValues: tensors of a graph
+    method, Python scalars of a constant method, so the caller says which it reads."""
+
+    def execute(self, inputs: Sequence[object]) -> list[Upstream]: ...
+
+
+class Program(Protocol):
+    """A loaded ``executorch.runtime.Program``."""
+
+    @property
+    def method_names(self) -> Collection[str]: ...
+
+    def metadata(self, method_name: str) -> MethodMeta: ...
+
+    def load_method(self, name: str) -> Method: ...
+
+
 @dataclass
 class LoadedProgram:
     """A loaded program, its loaded methods and what loading them cost."""
 
-    program: Upstream  # executorch.runtime.Program
+    program: Program
     program_s: float  # load_program time
-    methods: dict[str, Upstream] = field(default_factory=dict)  # executorch.runtime.Method
+    methods: dict[str, Method] = field(default_factory=dict)
     methods_s: float = 0.0  # load_method time of the methods loaded through :func:`load`
 
 
@@ -52,7 +90,7 @@ def load(path: Path | str, methods: Sequence[str] = ()) -> tuple[LoadedProgram, 
     return entry, reused
 
 
-def method(path: Path | str, name: str) -> Upstream:
+def method(path: Path | str, name: str) -> Method:
     """A loaded method of ``path``'s program (loaded once per process)."""
     return load(path, (name,))[0].methods[name]
 

@@ -6,13 +6,16 @@ never loaded here, so no QNN library is needed to inspect a QNN .pte.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 import torch
 
 from pytest_qnn_genai.runtime import programs
-from pytest_qnn_genai.untyped import Json, Upstream
+from pytest_qnn_genai.runtime.programs import MethodMeta, Program
+from pytest_qnn_genai.untyped import Json
 
 # ExecuTorch ScalarType codes (runtime/core/portable_type/scalar_type.h) -> torch dtype.
 _TORCH_DTYPES: dict[int, torch.dtype] = {
@@ -91,7 +94,7 @@ class PteInfo:
         return {d for m in self.methods.values() for d in m.delegates}
 
 
-def _plain(value: Upstream) -> Json:
+def _plain(value: object) -> Json:
     if isinstance(value, torch.Tensor):
         return value.tolist()
     if isinstance(value, (list, tuple)):
@@ -99,7 +102,7 @@ def _plain(value: Upstream) -> Json:
     return value
 
 
-def constant_values(program: Upstream) -> dict[str, Json]:
+def constant_values(program: Program) -> dict[str, Json]:
     """Execute every input-less method of a loaded ``executorch.runtime.Program``.
 
     A single output is returned as its value, several outputs as a list.
@@ -113,14 +116,58 @@ def constant_values(program: Upstream) -> dict[str, Json]:
     return out
 
 
+# The flatbuffer program as executorch.exir.schema decodes it, by what this module reads of it.
+class _EValue(Protocol):
+    val: object  # Tensor, Int, Double, ...: its class names the kind
+
+
+class _Instruction(Protocol):
+    instr_args: object  # KernelCall (op_index), DelegateCall (delegate_index), ...
+
+
+class _Chain(Protocol):
+    instructions: Sequence[_Instruction]
+
+
+class _Operator(Protocol):
+    name: str
+    overload: str
+
+
+class _CompileSpec(Protocol):
+    key: str
+    value: bytes
+
+
+class _Delegate(Protocol):
+    id: str
+    compile_specs: Sequence[_CompileSpec]
+
+
+class ExecutionPlan(Protocol):
+    """One method's plan in the flatbuffer."""
+
+    name: str
+    inputs: Sequence[int]  # indices into ``values``
+    outputs: Sequence[int]
+    values: Sequence[_EValue]
+    chains: Sequence[_Chain]
+    operators: Sequence[_Operator]
+    delegates: Sequence[_Delegate]
+
+
+class SerializedProgram(Protocol):
+    execution_plan: Sequence[ExecutionPlan]
+
+
 _VALUE_KINDS = {"Int": "int", "Double": "float", "Bool": "bool", "String": "str", "Null": "none"}
 
 
-def _value_kinds(plan: Upstream, indices: list[int]) -> list[str]:
+def _value_kinds(plan: ExecutionPlan, indices: list[int]) -> list[str]:
     return [type(plan.values[i].val).__name__ for i in indices]
 
 
-def _io_meta(meta: Upstream, kinds: list[str], output: bool) -> tuple[TensorMeta, ...]:
+def _io_meta(meta: MethodMeta, kinds: list[str], output: bool) -> tuple[TensorMeta, ...]:
     items = []
     for i, kind in enumerate(kinds):
         if kind == "Tensor":  # never ask the runtime for tensor meta of a non-tensor: it crashes
@@ -131,23 +178,23 @@ def _io_meta(meta: Upstream, kinds: list[str], output: bool) -> tuple[TensorMeta
     return tuple(items)
 
 
-def _called(plan: Upstream, kind: str, index_field: str) -> set[int]:
+def _called(plan: ExecutionPlan, kind: str, index_field: str) -> set[int]:
     """Indices (``index_field``) of every ``kind`` instruction in the plan's chains."""
     return {getattr(instr.instr_args, index_field) for chain in plan.chains
             for instr in chain.instructions if type(instr.instr_args).__name__ == kind}
 
 
-def _operator_names(plan: Upstream) -> tuple[str, ...]:
+def _operator_names(plan: ExecutionPlan) -> tuple[str, ...]:
     ops = (plan.operators[i] for i in _called(plan, "KernelCall", "op_index"))
     return tuple(sorted({f"{op.name}.{op.overload}" if op.overload else op.name for op in ops}))
 
 
-def _delegate_ids(plan: Upstream) -> tuple[str, ...]:
+def _delegate_ids(plan: ExecutionPlan) -> tuple[str, ...]:
     used = _called(plan, "DelegateCall", "delegate_index")
     return tuple(sorted({plan.delegates[i].id for i in used}))
 
 
-def _enum_names(value: Upstream) -> Json:
+def _enum_names(value: object) -> Json:
     """A decoded options dataclass as plain data: enums by name, nested dataclasses as dicts."""
     from dataclasses import fields, is_dataclass
     from enum import Enum
@@ -161,7 +208,7 @@ def _enum_names(value: Upstream) -> Json:
     return value
 
 
-def _qnn_options(plan: Upstream) -> tuple[dict[str, Json], ...]:
+def _qnn_options(plan: ExecutionPlan) -> tuple[dict[str, Json], ...]:
     """The compile options each QnnBackend delegate of the plan was lowered with, decoded from the
     ``qnn_compile_spec`` flatbuffer the program carries (what the device will be told)."""
     from executorch.backends.qualcomm.serialization.qc_schema_serialize import (
@@ -179,11 +226,12 @@ def _qnn_options(plan: Upstream) -> tuple[dict[str, Json], ...]:
     return tuple(out)
 
 
-def _deserialize(data: bytes) -> Upstream:
+def _deserialize(data: bytes) -> SerializedProgram:
     from executorch.exir._serialize._program import deserialize_pte_binary
 
     result = deserialize_pte_binary(data)
-    return getattr(result, "program", result)
+    program: SerializedProgram = getattr(result, "program", result)
+    return program
 
 
 def inspect_pte(path: Path | str) -> PteInfo:

@@ -10,7 +10,7 @@ Three formats, told apart by the file as ``qnn_llama_runner``'s ``llm::load_toke
   whose ranks and specials are what the C++ ``Tiktoken`` of the runner loads.
 - a Hugging Face ``tokenizer.json`` (Qwen3), read by Hugging Face's ``tokenizers`` (what
   ``pytorch_tokenizers.HuggingFaceTokenizer`` uses) with the rules of the C++ ``HFTokenizer`` the
-  runners are built with (ExecuTorch cff6f4dd's ``extension/llm/tokenizers``,
+  runners are built with (ExecuTorch 1.5.1's ``extension/llm/tokenizers``,
   ``HFTokenizer::load``): loaded from the file alone, with no ``tokenizer_config.json``, its EOS
   is the one added token whose text holds "eos" or "end" (of several, the one that also holds
   "text"), its BOS likewise with "bos"/"begin", each standing in for the other when only one is
@@ -230,7 +230,7 @@ def load_tokenizer(path: Path) -> CaseTokenizer:
 
 
 # --decoder_model_version -> the piece qnn_llama_runner stops at besides its tokenizer's EOS
-# (runner.cpp ``Runner::load``, ExecuTorch main cff6f4dd); llama2 (the flag's default), granite,
+# (runner.cpp ``Runner::load``, ExecuTorch 1.5.1); llama2 (the flag's default), granite,
 # qwen2_5: none
 RUNNER_STOP_PIECES = {"llama3": "<|eot_id|>", "phi_4_mini": "<|end|>", "qwen3": "<|im_end|>",
                       "smollm2_135m": "<|im_end|>", "smollm3": "<|im_end|>",

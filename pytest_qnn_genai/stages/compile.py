@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypedDict
 
 from pytest_qnn_genai.hybrid import LOWERED_GRAPHS, TEXT_DECODER
 from pytest_qnn_genai.sdk import require_active
@@ -23,20 +23,53 @@ from pytest_qnn_genai.stages.quantize import (
     quant_io_tagger,
 )
 from pytest_qnn_genai.targets import Target
-from pytest_qnn_genai.untyped import Json, Upstream
+from pytest_qnn_genai.untyped import Upstream
 
 if TYPE_CHECKING:
     from executorch.exir.backend.compile_spec_schema import CompileSpec
 
-__all__ = ["ARTIFACTS_JSON", "COMPILE_SPEC_JSON", "PteArtifacts", "UnsupportedBackendError",
-           "compile_pte", "compile_spec_data", "compile_specs", "pte_filename"]
+__all__ = ["ARTIFACTS_JSON", "COMPILE_SPEC_JSON", "BackendOptions", "CompileSpecData",
+           "PteArtifacts", "UnsupportedBackendError", "compile_pte", "compile_spec_data",
+           "compile_specs", "pte_filename"]
 
 ARTIFACTS_JSON = "artifacts.json"
 COMPILE_SPEC_JSON = "compile_spec.json"
 
 
+class BackendOptions(TypedDict):
+    """The HTP backend options of a compile spec (``generate_htp_compiler_spec``'s)."""
+
+    precision: str  # "quantized" | "fp16"
+    use_multi_contexts: bool
+    use_weight_sharing: bool
+    use_dlbc: bool
+    use_slc_allocator: bool
+    performance_mode: str  # a QnnExecuTorchHtpPerformanceMode name
+
+
+class MemoryPlanning(TypedDict):
+    alloc_graph_input: bool
+    alloc_graph_output: bool
+
+
+class CompileSpecData(TypedDict):
+    """A compile spec as readable data (``compile_spec.json``; a cache-key input)."""
+
+    soc: str
+    htp_arch: str
+    backend: str
+    for_emulator: bool
+    backend_options: BackendOptions
+    shared_buffer: bool
+    use_mha2sha: bool
+    online_prepare: bool
+    graph_names: list[str]
+    memory_planning: MemoryPlanning
+    skip_node_op_set: list[str]
+
+
 def compile_spec_data(target: Target,
-                      graph_names: tuple[str, ...] = LOWERED_GRAPHS) -> dict[str, Json]:
+                      graph_names: tuple[str, ...] = LOWERED_GRAPHS) -> CompileSpecData:
     """The compile spec for ``target`` as readable data (what the legacy flow would pass).
 
     The x86 emulator supports neither shared buffers nor weight sharing, so those are on only for
@@ -44,7 +77,7 @@ def compile_spec_data(target: Target,
     """
     check_backend(target.backend)
     on_device = not target.is_emulator
-    options = {
+    options: BackendOptions = {
         "precision": "quantized",  # the graphs are QDQ: fp16 would need an unquantized flow
         "use_multi_contexts": False,  # stories-sized models are not sharded
         "use_weight_sharing": on_device,
@@ -76,7 +109,7 @@ def compile_specs(target: Target, precision: str = "quantized") -> list[CompileS
     return _compile_specs(spec, target)
 
 
-def _compile_specs(spec: dict[str, Json], target: Target) -> list[CompileSpec]:
+def _compile_specs(spec: CompileSpecData, target: Target) -> list[CompileSpec]:
     """executorch ``CompileSpec`` list built from :func:`compile_spec_data`'s dict."""
     from executorch.backends.qualcomm.serialization.qc_schema import (
         QnnExecuTorchHtpPerformanceMode,
@@ -128,7 +161,7 @@ class PteArtifacts:
 
     out_dir: Path
     artifacts: dict[str, str]
-    compile_spec: dict[str, Json]
+    compile_spec: CompileSpecData
 
     @classmethod
     def load(cls, out_dir: Path) -> PteArtifacts:

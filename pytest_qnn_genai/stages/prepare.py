@@ -16,8 +16,9 @@ layers rewritten as 1x1 convs), once per graph:
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -29,7 +30,10 @@ from pytest_qnn_genai.models.registry import ModelCase
 from pytest_qnn_genai.sdk import require_active
 
 if TYPE_CHECKING:
-    from pytest_qnn_genai.untyped import Upstream
+    from pytest_qnn_genai.models.params import ModelParams
+    from pytest_qnn_genai.untyped import Json, Tokenizer, Upstream
+
+Inputs = tuple[torch.Tensor, ...]  # a graph's positional inputs: tokens, *masks, pos, *k, *v
 
 MASKED_SOFTMAX_MIN_QNN = "2.35"  # process_model_args: older SDKs get the feature turned off
 
@@ -125,7 +129,7 @@ def _build_graph(case: ModelCase, graph: str,
     return converted
 
 
-def flat_inputs(example: tuple) -> tuple:
+def flat_inputs(example: Sequence[Upstream]) -> Inputs:
     """``get_example_inputs()`` → the positional export inputs (tokens, *masks, pos, *k, *v)."""
     tokens, masks, *rest = example
     out = [tokens, *masks]
@@ -140,13 +144,13 @@ class PreparedModel:
     """A model case ready for quantization: eager fp32 graphs, tokenizer, example inputs."""
 
     case: ModelCase
-    params: dict[str, Any]
-    metadata: dict[str, Any]  # the decode graph's constant methods (before quantization)
-    graph_metadata: dict[str, dict[str, Any]]  # get_metadata() of every graph
+    params: ModelParams
+    metadata: dict[str, Json]  # the decode graph's constant methods (before quantization)
+    graph_metadata: dict[str, dict[str, Json]]  # get_metadata() of every graph
     graphs: dict[str, torch.nn.Module]
-    example_inputs: dict[str, tuple]
-    tokenizer: Any  # the family's calibration tokenizer (a pytorch_tokenizers object), as llama.py's
-    calibration_mask: Any = field(repr=False, default=None)  # the calibration graph's AttentionMask
+    example_inputs: dict[str, Inputs]
+    tokenizer: Tokenizer  # the family's calibration tokenizer (a pytorch_tokenizers object), as llama.py's
+    calibration_mask: Upstream = field(repr=False, default=None)  # the calibration graph's AttentionMask
 
     def encode(self, text: str, bos: bool = True) -> list[int]:
         """Token ids of ``text`` by the calibration tokenizer (``bos`` as it takes it)."""
@@ -157,7 +161,7 @@ class PreparedModel:
         chat template, if any, then encode with BOS)."""
         return self.case.family.calibration_ids(self.case, self.tokenizer, prompt)
 
-    def calibration_batches(self, prompts: tuple[str, ...] | list[str]) -> list[tuple]:
+    def calibration_batches(self, prompts: tuple[str, ...] | list[str]) -> list[Inputs]:
         """Calibration-graph inputs per prompt chunk, as legacy calibration builds them."""
         return calibration_batches(self, [self.calibration_ids(p) for p in prompts])
 
@@ -167,7 +171,7 @@ class PreparedModel:
         return run_calibration_graph(self.graphs[CALIBRATION], self, tokens)
 
 
-def calibration_batches(prepared: PreparedModel, sequences: list[list[int]]) -> list[tuple]:
+def calibration_batches(prepared: PreparedModel, sequences: list[list[int]]) -> list[Inputs]:
     """Pad each ``max_context_len`` chunk, mask its padding rows, add positions and empty caches."""
     from executorch.examples.qualcomm.oss_scripts.llama.masking_utils import AttentionMask
 
@@ -185,7 +189,7 @@ def calibration_batches(prepared: PreparedModel, sequences: list[list[int]]) -> 
     return batches
 
 
-def run_calibration_graph(module: Upstream, prepared: PreparedModel, tokens: list[int]) -> np.ndarray:
+def run_calibration_graph(module: torch.nn.Module, prepared: PreparedModel, tokens: list[int]) -> np.ndarray:
     """Logits ``[len(tokens), vocab]`` of a calibration-shaped graph (eager or QDQ)."""
     ctx = prepared.case.max_context_len
     if not 0 < len(tokens) <= ctx:

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from types import SimpleNamespace
+from typing import TypedDict
 
 import torch
 
@@ -33,9 +34,9 @@ from pytest_qnn_genai.compat import llama_example
 from pytest_qnn_genai.hybrid import CALIBRATION, DECODE, PREFILL
 from pytest_qnn_genai.sdk import require_active
 from pytest_qnn_genai.stages import recipe as recipes
-from pytest_qnn_genai.stages.prepare import PreparedModel
+from pytest_qnn_genai.stages.prepare import Inputs, PreparedModel
 from pytest_qnn_genai.targets import UNSUPPORTED_BACKENDS, SocSpec
-from pytest_qnn_genai.untyped import Json, Upstream
+from pytest_qnn_genai.untyped import Json
 
 QDQ_JSON = "qdq.json"
 FORMAT_VERSION = 1
@@ -67,7 +68,7 @@ class DecoderView:
 
     meta: dict[str, Json]
     decoder_model: str
-    decoder: Upstream = None
+    decoder: torch.fx.GraphModule | None = None
 
     @property
     def control_args(self) -> SimpleNamespace:
@@ -85,8 +86,8 @@ class DecoderView:
         return {(hd, ctx), (ctx, hd), (hd, ar), (ar, hd)}
 
 
-def quant_io_tagger(meta: dict[str, Json], decoder_model: str,
-                    fixed_point_type: dict[str, str]) -> Callable[[torch.fx.Node], Upstream]:
+def quant_io_tagger(meta: dict[str, Json], decoder_model: str, fixed_point_type: dict[str, str],
+                    ) -> Callable[[torch.fx.Node], torch.dtype | None]:
     """The ``get_quant_io_dtype_fn`` the legacy flow gives ``TagQuantIO`` for one graph."""
     fpt = {k: _DTYPES[v] for k, v in fixed_point_type.items()}
     view = DecoderView(meta, decoder_model)
@@ -101,7 +102,7 @@ def _encoding_override(source: torch.fx.GraphModule, target: torch.fx.GraphModul
         ctx, quantized_model=source, unquantized_model=target, override_kv_cache=True)
 
 
-def _io_quant_attrs(view: DecoderView) -> dict[str, Json]:
+def _io_quant_attrs(view: DecoderView) -> dict[str, float]:
     """Logits scale/zero point and every KV output's quant attrs, read from a converted graph."""
     wrappers = llama_example.llm_wrappers()
     view.meta = dict(view.meta)
@@ -109,12 +110,12 @@ def _io_quant_attrs(view: DecoderView) -> dict[str, Json]:
     wrappers.TextDecoder._save_output_kv_cache_quant_attrs(view)
     keys = ("get_logits_scale", "get_logits_zero_point")
     attrs = {k: v for k, v in view.meta.items() if k in keys or k.startswith("get_kv_output_")}
-    plain: dict[str, Json] = json.loads(json.dumps(attrs))  # floats/ints/strs, as stored
+    plain: dict[str, float] = json.loads(json.dumps(attrs))  # scales, zero points, as stored
     return plain
 
 
 def _quantize_graph(prepared: PreparedModel, name: str, soc: SocSpec, backend: str,
-                    batches: list[tuple] | None) -> torch.fx.GraphModule:
+                    batches: list[Inputs] | None) -> torch.fx.GraphModule:
     from executorch.backends.qualcomm._passes import SeqMSE
     from executorch.backends.qualcomm.export_utils import get_backend_type, make_quantizer
     from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
@@ -137,8 +138,35 @@ def _quantize_graph(prepared: PreparedModel, name: str, soc: SocSpec, backend: s
         return converted
 
 
-def _spec(inputs: tuple) -> list[list[Json]]:
+def _spec(inputs: Inputs) -> list[list[object]]:
     return [[list(t.shape), str(t.dtype).removeprefix("torch.")] for t in inputs]
+
+
+class GraphRecord(TypedDict):
+    """One graph in ``qdq.json``."""
+
+    file: str
+    metadata: dict[str, Json]  # static_llama's get_metadata(): the constant methods
+    inputs: list[list[object]]  # [shape, dtype] of each positional input
+    lowered: bool
+
+
+class QdqData(TypedDict):
+    """``qdq.json``: what quantize wrote, read back by compile and the flows."""
+
+    format_version: int
+    case: str
+    decoder_model: str
+    soc: str
+    htp_arch: str
+    backend: str
+    recipe: dict[str, object]  # recipe.describe()
+    fixed_point_type: dict[str, str]  # kv_type, io_type
+    graphs: dict[str, GraphRecord]
+    metadata: dict[str, Json]  # the .pte's constant methods
+    calibration: dict[str, object]
+    seconds: float
+    versions: dict[str, str]
 
 
 @dataclass
@@ -146,7 +174,7 @@ class QdqArtifacts:
     """Quantize's files: one QDQ ``.pt2`` per graph plus ``qdq.json``."""
 
     out_dir: Path
-    data: dict[str, Json]
+    data: QdqData
     _programs: dict[str, torch.export.ExportedProgram] = field(default_factory=dict, repr=False)
 
     @classmethod
@@ -165,8 +193,7 @@ class QdqArtifacts:
     @property
     def metadata(self) -> dict[str, Json]:
         """Constant methods for the .pte (the decode graph's metadata + IO quant attrs)."""
-        metadata: dict[str, Json] = self.data["metadata"]
-        return metadata
+        return self.data["metadata"]
 
     def path(self, name: str) -> Path:
         return self.out_dir / str(self.data["graphs"][name]["file"])
@@ -183,7 +210,7 @@ class QdqArtifacts:
         """Graph ``name`` as a runnable QDQ ``GraphModule``."""
         return self.exported(name).module(check_guards=False)
 
-    def example_inputs(self, name: str) -> tuple:
+    def example_inputs(self, name: str) -> Inputs:
         """Positional inputs of graph ``name`` (those it was exported with)."""
         args, _kwargs = self.exported(name).example_inputs
         return tuple(args)
@@ -217,7 +244,7 @@ def quantize(prepared: PreparedModel, soc: SocSpec, out_dir: Path,
                                                 case.decoder_model, converted[DECODE])))
     _encoding_override(converted[DECODE], converted[PREFILL], n_layers, case.decoder_model)
 
-    graphs = {}
+    graphs: dict[str, GraphRecord] = {}
     for name, gm in converted.items():
         inputs = prepared.example_inputs[name]
         exported = torch.export.export(gm, inputs, strict=True)
@@ -225,7 +252,7 @@ def quantize(prepared: PreparedModel, soc: SocSpec, out_dir: Path,
         graphs[name] = {"file": GRAPH_FILES[name], "metadata": prepared.graph_metadata[name],
                         "inputs": _spec(inputs), "lowered": name != CALIBRATION}
     kv_bits = recipe.get_kv_io_bit_width()
-    data = {
+    data: QdqData = {
         "format_version": FORMAT_VERSION,
         "case": case.name,
         "decoder_model": case.decoder_model,

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from pytest_qnn_genai.compat import llama_example
 from pytest_qnn_genai.models.registry import ModelCase
-from pytest_qnn_genai.untyped import Json, Upstream
+from pytest_qnn_genai.untyped import Upstream
 
 
 class RecipeError(ValueError):
@@ -78,7 +78,7 @@ def make_recipe(case: ModelCase, verbose: bool = False) -> Upstream:
     return recipe
 
 
-def describe(recipe: Upstream) -> dict[str, Json]:
+def describe(recipe: Upstream) -> dict[str, object]:
     """The recipe as readable data (for ``qdq.json``)."""
     return {
         "class": f"{type(recipe).__module__}.{type(recipe).__qualname__}",

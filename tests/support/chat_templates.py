@@ -1,6 +1,6 @@
 """``qnn_llama_runner``'s chat templates: what ``--decoder_model_version`` wraps a ``--prompt`` in
 (qnn_llama_runner.cpp ``get_formatted_prompt``; the system block only with ``--system_prompt``)
-and the extra EOS pieces it stops at (runner.cpp ``Runner::load``), at ExecuTorch main cff6f4dd.
+and the extra EOS pieces it stops at (runner.cpp ``Runner::load``), at ExecuTorch 1.5.1.
 A ``--tokenized_prompt`` is never wrapped."""
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 :mod:`tests.support.standin_plumbing`).
 
 Contract (examples/qualcomm/executor_runner/qnn_executor_runner.cpp:main, ExecuTorch main
-cff6f4dd = release 1.5.1; identical in release/1.4). Every upstream flag is accepted with its
+release 1.5.1; identical in release/1.4). Every upstream flag is accepted with its
 default (``FLAGS``); a positional argument is refused ("Extra commandline args: ...", exit 1).
 
 * ``--model_path`` missing: abort "FileDataLoader::from() failed: 0x22" (SIGABRT, shell 134);

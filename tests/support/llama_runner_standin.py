@@ -1,6 +1,6 @@
 """A stand-in for ExecuTorch's ``qnn_llama_runner`` whose rules come from upstream, not the plugin.
 
-Source: examples/qualcomm/oss_scripts/llama/ at ExecuTorch main cff6f4dd (its Python side equals
+Source: examples/qualcomm/oss_scripts/llama/ at ExecuTorch 1.5.1 (its Python side equals
 the 1.5.1 wheel; release/1.4 differs only in three observer keys). The stand-in, not the backend,
 owns these rules. Every upstream flag is accepted with its default (``FLAGS``, gflags syntax).
 Prompts come only from literal ``--prompt VALUE`` pairs, wrapped in the

@@ -1,5 +1,5 @@
 """Real report runs for the report's tests: the emulator run of every suite (``pytest suites
---models stories260k --qnn-report``, schema 2), the schema-1 run of issue 22 (the false
+--models stories260k --qnn-report``, schema 2), a schema-1 run (its emulator figures carry a false
 ``pass``), a phone's perf record judged by the committed golden floors, and the real run again a
 day later with one compile option changed in its fingerprint."""
 from __future__ import annotations
@@ -7,6 +7,7 @@ from __future__ import annotations
 import copy
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 from pytest_qnn_genai import figures
 from pytest_qnn_genai.golden.perf import load_golden
@@ -47,7 +48,7 @@ def changed_run(option: str = "kHtpHighPerformance", decode_scale: float = 0.8,
     """The real run again, ``days`` later, with one compile option changed in its fingerprint and
     the emulator's decode scaled by ``decode_scale`` (20 % slower by default)."""
     run = real_run()
-    data = run.to_dict()
+    data: dict[str, Any] = run.to_dict()
     data["header"]["date"] = (run.header.when + timedelta(days=days)).isoformat()
     (compile_entry,) = [a for a in data["header"]["fingerprint"]["artifacts"]
                         if a["stage"] == "compile"]

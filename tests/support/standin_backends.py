@@ -147,7 +147,7 @@ class HuggingFaceJsonVocab:
     """A Hugging Face ``tokenizer.json`` through the runner's own C++ ``HFTokenizer``
     (pytorch_tokenizers' ``CppHFTokenizer`` binding, loaded from the file as the runner loads
     ``--tokenizer_path``) for the vocabulary; BOS/EOS as the runners' own ``HFTokenizer``
-    (ExecuTorch cff6f4dd's extension/llm/tokenizers, ``HFTokenizer::load`` without a config)
+    (ExecuTorch 1.5.1's extension/llm/tokenizers, ``HFTokenizer::load`` without a config)
     guesses them, which the wheel's 1.5 binding does not (it leaves 0), and
     ``BPETokenizerBase::encode(text, n_bos, 0)`` puts n_bos BOS ids first."""
 

@@ -1,5 +1,5 @@
 """The plugin installs next to a user's own ExecuTorch: ranges in pyproject.toml, exact pins only in
-constraints.txt (what make and CI install), and every pin inside its range (issue 10.6)."""
+constraints.txt (what make and CI install), and every pin inside its range."""
 from __future__ import annotations
 
 import tomllib

@@ -23,10 +23,11 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from pathlib import Path
+from typing import cast
 
-from pytest_qnn_genai.cache.layout import MANIFEST, Manifest
+from pytest_qnn_genai.cache.layout import MANIFEST, FileRecord, Manifest
 from pytest_qnn_genai.cache.remote.base import (
     RemoteRefused,
     RemoteStore,
@@ -59,10 +60,11 @@ def check_manifest(manifest: Json, stage: str, key: str) -> Manifest:
                 and _SHA256.fullmatch(meta["sha256"]) and isinstance(meta.get("size"), int)
                 and meta["size"] >= 0):
             raise RemoteDamage(f"the manifest's record of {name} is malformed")
-    return manifest
+    checked: Manifest = cast("Manifest", manifest)  # its files and identity, checked above
+    return checked
 
 
-def _check_file(path: Path, meta: Mapping[str, Json]) -> None:
+def _check_file(path: Path, meta: FileRecord) -> None:
     size = path.stat().st_size
     if size != meta["size"]:
         raise RemoteDamage(f"{path.name} has {size} bytes, the manifest says {meta['size']}")
@@ -117,7 +119,7 @@ class RemoteMirror:
         self.stats.bytes_downloaded += sum(m["size"] for m in manifest["files"].values())
         return manifest
 
-    def upload(self, folder: Path, manifest: Mapping[str, Json]) -> None:
+    def upload(self, folder: Path, manifest: Manifest) -> None:
         """Put the entry in ``folder`` (files first, then its manifest) into the store."""
         if not self.writable:
             return

@@ -22,13 +22,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
     import torch
     from transformers import PreTrainedModel
 
-    from pytest_qnn_genai.untyped import Upstream
+    from pytest_qnn_genai.models.params import CaseFile, ModelParams
+    from pytest_qnn_genai.untyped import Tokenizer
 
 
 class CaseFiles(Protocol):
@@ -48,7 +49,7 @@ class CaseFiles(Protocol):
     def max_context_len(self) -> int: ...
 
     @property
-    def params_dict(self) -> dict[str, Any]: ...
+    def params_dict(self) -> ModelParams: ...
 
     def path(self, attr: str) -> Path: ...
 
@@ -98,14 +99,14 @@ class Toy(Protocol):
 
     NAME: str  # the model case's name
     STEPS: int  # default training steps
-    PARAMS: dict[str, Any]  # the shape (params.json)
-    CASE: dict[str, Any]  # case.json fields the trainer does not derive
+    PARAMS: ModelParams  # the shape (params.json)
+    CASE: CaseFile  # case.json fields the trainer does not derive
 
     def train_tokenizer(self, stories: list[str], out: Path) -> ToyTokenizer:
         """Train on ``stories`` and write the tokenizer file(s) into ``out``."""
         ...
 
-    def new_model(self, params: dict[str, Any]) -> torch.nn.Module:
+    def new_model(self, params: ModelParams) -> torch.nn.Module:
         """A freshly initialised model of shape ``params`` (from torch's global seed)."""
         ...
 
@@ -113,11 +114,11 @@ class Toy(Protocol):
         """``[B, T, vocab]`` logits for token ids ``x [B, T]``."""
         ...
 
-    def save(self, model: torch.nn.Module, out: Path, params: dict[str, Any]) -> None:
+    def save(self, model: torch.nn.Module, out: Path, params: ModelParams) -> None:
         """Write the trained weights in every layout the family's cases hold."""
         ...
 
-    def reference(self, out: Path, params: dict[str, Any]) -> torch.nn.Module:
+    def reference(self, out: Path, params: ModelParams) -> torch.nn.Module:
         """The model read back from the files :meth:`save` wrote."""
         ...
 
@@ -139,7 +140,7 @@ class Family(Protocol):
     HF_CLASS: str  # the transformers class of the same architecture (the fp32 reference)
     TOY: Toy  # the family's toy model case, as the shared trainer builds it
 
-    def expected_shapes(self, params: dict[str, Any]) -> dict[str, tuple[int, ...]]:
+    def expected_shapes(self, params: ModelParams) -> dict[str, tuple[int, ...]]:
         """Every key of the family's checkpoint file and its shape for ``params``."""
         ...
 
@@ -153,12 +154,12 @@ class Family(Protocol):
         ``transform_weight`` permute (Meta names: ``layers.{i}.attention.wq.weight``, ...)."""
         ...
 
-    def calibration_tokenizer(self, case: CaseFiles) -> Upstream:
+    def calibration_tokenizer(self, case: CaseFiles) -> Tokenizer:
         """The tokenizer llama.py's ``TokenizerWrapper`` calibrates with for this family (a
         ``pytorch_tokenizers`` object)."""
         ...
 
-    def calibration_ids(self, case: CaseFiles, tokenizer: Upstream, prompt: str) -> list[int]:
+    def calibration_ids(self, case: CaseFiles, tokenizer: Tokenizer, prompt: str) -> list[int]:
         """The tokens llama.py calibrates on for one ``--calib_samples`` user message
         (``DecoderDatasetBuilder.from_conversation``: its chat template, if any, then encode)."""
         ...

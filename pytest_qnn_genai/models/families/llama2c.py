@@ -17,7 +17,7 @@ import io
 import json
 import math
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import sentencepiece as spm
 import torch
@@ -31,7 +31,8 @@ if TYPE_CHECKING:
     from transformers import LlamaConfig, LlamaForCausalLM
 
     from pytest_qnn_genai.models.families import CaseFiles
-    from pytest_qnn_genai.untyped import Upstream
+    from pytest_qnn_genai.models.params import CaseFile, ModelParams
+    from pytest_qnn_genai.untyped import Tokenizer
 
 NAME = "llama2c"
 DECODER_MODELS = {"stories110m": "llama2", "stories260k": "llama2"}
@@ -43,14 +44,14 @@ NORM_EPS = 1e-5
 ROPE_THETA = 10000.0
 
 
-def hidden_dim(params: dict[str, Any]) -> int:
+def hidden_dim(params: ModelParams) -> int:
     """SwiGLU hidden size by llama2.c's rule: 2/3 of 4*dim, rounded up to ``multiple_of``."""
     h = int(2 * 4 * params["dim"] / 3)
     m = int(params["multiple_of"])
     return m * ((h + m - 1) // m)
 
 
-def expected_shapes(params: dict[str, Any]) -> dict[str, tuple[int, ...]]:
+def expected_shapes(params: ModelParams) -> dict[str, tuple[int, ...]]:
     """Every checkpoint key (without ``_orig_mod.``) and its shape for ``params``."""
     dim, vocab, hid = params["dim"], params["vocab_size"], hidden_dim(params)
     kv_dim = dim // params["n_heads"] * params["n_kv_heads"]
@@ -91,7 +92,7 @@ def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.T
 
 
 class Attention(nn.Module):
-    def __init__(self, p: dict[str, Any]) -> None:
+    def __init__(self, p: ModelParams) -> None:
         super().__init__()
         self.n_heads, self.n_kv_heads = p["n_heads"], p["n_kv_heads"]
         self.head_dim = p["dim"] // self.n_heads
@@ -114,7 +115,7 @@ class Attention(nn.Module):
 
 
 class FeedForward(nn.Module):
-    def __init__(self, p: dict[str, Any]) -> None:
+    def __init__(self, p: ModelParams) -> None:
         super().__init__()
         hid = hidden_dim(p)
         self.w1 = nn.Linear(p["dim"], hid, bias=False)
@@ -127,7 +128,7 @@ class FeedForward(nn.Module):
 
 
 class Block(nn.Module):
-    def __init__(self, p: dict[str, Any]) -> None:
+    def __init__(self, p: ModelParams) -> None:
         super().__init__()
         self.attention, self.feed_forward = Attention(p), FeedForward(p)
         self.attention_norm, self.ffn_norm = RMSNorm(p["dim"]), RMSNorm(p["dim"])
@@ -144,7 +145,7 @@ class Transformer(nn.Module):
     rope_cos: torch.Tensor
     rope_sin: torch.Tensor
 
-    def __init__(self, params: dict[str, Any]) -> None:
+    def __init__(self, params: ModelParams) -> None:
         super().__init__()
         self.params = dict(params)
         self.tok_embeddings = nn.Embedding(params["vocab_size"], params["dim"])
@@ -177,7 +178,7 @@ def save_checkpoint(model: Transformer, path: str | Path) -> None:
     torch.save({"model": sd, "model_args": model.params}, path)
 
 
-def read_checkpoint(path: str | Path, params: dict[str, Any]) -> dict[str, torch.Tensor]:
+def read_checkpoint(path: str | Path, params: ModelParams) -> dict[str, torch.Tensor]:
     """The checkpoint's state dict (``_orig_mod.`` stripped), each tensor checked against
     ``params`` (a mismatch raises ``ModelCaseError`` with one line naming the key)."""
     sd = layouts.torch_state_dict(path, strip=COMPILED_PREFIX)
@@ -205,20 +206,21 @@ def load_checkpoint(case: CaseFiles) -> dict[str, torch.Tensor]:
     return read_checkpoint(case.path("checkpoint"), case.params_dict)
 
 
-def calibration_tokenizer(case: CaseFiles) -> Upstream:
+def calibration_tokenizer(case: CaseFiles) -> Tokenizer:
     """``pytorch_tokenizers.get_tokenizer(--tokenizer_model)``: a ``Llama2cTokenizer`` (llama.py's
     ``TokenizerWrapper._from_tokenizer_model_and_bin`` asserts that class)."""
     from pytorch_tokenizers import get_tokenizer
 
-    return get_tokenizer(str(case.path("tokenizer_model")))
+    tok: Tokenizer = get_tokenizer(str(case.path("tokenizer_model")))
+    return tok
 
 
-def calibration_ids(case: CaseFiles, tokenizer: Upstream, prompt: str) -> list[int]:
+def calibration_ids(case: CaseFiles, tokenizer: Tokenizer, prompt: str) -> list[int]:
     """No chat template (stories are no instruct model): ``encode(content, bos=True)``."""
     return list(tokenizer.encode(prompt, bos=True, eos=False))
 
 
-def hf_config(params: dict[str, Any], max_positions: int) -> LlamaConfig:
+def hf_config(params: ModelParams, max_positions: int) -> LlamaConfig:
     """The ``LlamaConfig`` of a llama2.c checkpoint's ``params``."""
     from transformers import LlamaConfig
 
@@ -285,9 +287,9 @@ class Toy:
 
     NAME = "stories260k"
     STEPS = 800
-    PARAMS: dict[str, Any] = {"dim": 64, "n_layers": 5, "n_heads": 8, "n_kv_heads": 4, "vocab_size": 512,
+    PARAMS: ModelParams = {"dim": 64, "n_layers": 5, "n_heads": 8, "n_kv_heads": 4, "vocab_size": 512,
               "multiple_of": 4, "max_seq_len": 512}
-    CASE: dict[str, Any] = {"name": NAME, "decoder_model": "stories260k", "checkpoint": "stories260K.pt",
+    CASE: CaseFile = {"name": NAME, "decoder_model": "stories260k", "checkpoint": "stories260K.pt",
             "params": "params.json", "tokenizer_model": "tokenizer.model",
             "tokenizer_bin": "tokenizer.bin", "quant_recipe": "16a4w", "kv_io_bit_width": 8}
 
@@ -309,18 +311,18 @@ class Toy:
         Llama2cTokenizer(str(model_file)).export(str(out / self.CASE["tokenizer_bin"]))
         return SentencePieceToyTokenizer(spm.SentencePieceProcessor(model_file=str(model_file)))
 
-    def new_model(self, params: dict[str, Any]) -> nn.Module:
+    def new_model(self, params: ModelParams) -> nn.Module:
         return Transformer(params)
 
     def logits(self, model: nn.Module, x: torch.Tensor) -> torch.Tensor:
         out: torch.Tensor = model(x)
         return out
 
-    def save(self, model: nn.Module, out: Path, params: dict[str, Any]) -> None:
+    def save(self, model: nn.Module, out: Path, params: ModelParams) -> None:
         assert isinstance(model, Transformer)
         save_checkpoint(model, out / self.CASE["checkpoint"])
 
-    def reference(self, out: Path, params: dict[str, Any]) -> nn.Module:
+    def reference(self, out: Path, params: ModelParams) -> nn.Module:
         model = Transformer(params)
         model.load_state_dict(read_checkpoint(out / self.CASE["checkpoint"], params))
         return model.eval()

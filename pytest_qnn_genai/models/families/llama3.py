@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -41,7 +41,8 @@ if TYPE_CHECKING:
     from transformers import LlamaConfig, LlamaForCausalLM
 
     from pytest_qnn_genai.models.families import CaseFiles
-    from pytest_qnn_genai.untyped import Upstream
+    from pytest_qnn_genai.models.params import CaseFile, ModelParams
+    from pytest_qnn_genai.untyped import SpecialTokens, Tokenizer
 
 NAME = "llama3"
 DECODER_MODELS = {"llama3_2-1b_instruct": "llama3", "llama3_2-3b_instruct": "llama3"}
@@ -50,7 +51,7 @@ HF_CLASS = "LlamaForCausalLM"
 N_MERGES = 512
 N_SPECIAL = 256  # pytorch_tokenizers' LLAMA_SPECIAL_TOKENS / the C++ Tiktoken's kSpecialTokensSize
 N_BASE = 256 + N_MERGES
-PARAMS: dict[str, Any] = {
+PARAMS: ModelParams = {
     "dim": 64, "n_layers": 4, "n_heads": 4, "n_kv_heads": 2, "vocab_size": N_BASE + N_SPECIAL,
     "ffn_dim_multiplier": 1.5, "multiple_of": 32, "norm_eps": 1e-05, "rope_theta": 500000.0,
     "use_scaled_rope": True, "rope_scale_factor": 32, "high_freq_factor": 4,
@@ -63,11 +64,11 @@ CHAT_USER = "<|start_header_id|>user<|end_header_id|>\n\n"
 CHAT_ASSISTANT = "<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n"
 
 
-def head_dim(params: dict[str, Any]) -> int:
+def head_dim(params: ModelParams) -> int:
     return int(params["dim"]) // int(params["n_heads"])
 
 
-def hidden_dim(params: dict[str, Any]) -> int:
+def hidden_dim(params: ModelParams) -> int:
     """SwiGLU width by ``ModelArgs.__post_init__``: 2/3 of 4*dim, times ffn_dim_multiplier,
     rounded up to ``multiple_of``."""
     h = int(params.get("ffn_dim_multiplier", 1.0) * int(2 * 4 * params["dim"] / 3))
@@ -82,7 +83,7 @@ def special_ids(n_base: int) -> dict[str, int]:
     return {tok: n_base + i for i, tok in enumerate(LLAMA_SPECIAL_TOKENS)}
 
 
-def hf_config(params: dict[str, Any]) -> LlamaConfig:
+def hf_config(params: ModelParams) -> LlamaConfig:
     """The ``transformers.LlamaConfig`` equal to ``params`` (tied embeddings, as Llama 3.2 1B/3B)."""
     from transformers import LlamaConfig
 
@@ -104,7 +105,7 @@ def hf_config(params: dict[str, Any]) -> LlamaConfig:
         architectures=["LlamaForCausalLM"])
 
 
-def expected_shapes(params: dict[str, Any]) -> dict[str, tuple[int, ...]]:
+def expected_shapes(params: ModelParams) -> dict[str, tuple[int, ...]]:
     """Every Meta-layout checkpoint key and its shape for ``params``."""
     dim, vocab, hid = params["dim"], params["vocab_size"], hidden_dim(params)
     q_dim, kv_dim = params["n_heads"] * head_dim(params), params["n_kv_heads"] * head_dim(params)
@@ -126,7 +127,7 @@ def save_checkpoint(sd: dict[str, torch.Tensor], path: str | Path) -> None:
     torch.save({k: v.detach().float().contiguous() for k, v in sd.items()}, path)
 
 
-def read_checkpoint(path: str | Path, params: dict[str, Any]) -> dict[str, torch.Tensor]:
+def read_checkpoint(path: str | Path, params: ModelParams) -> dict[str, torch.Tensor]:
     """A Meta-layout checkpoint, each tensor checked against ``params`` (a mismatch raises
     ``ModelCaseError`` with one line naming the key)."""
     sd = layouts.torch_state_dict(path)
@@ -134,7 +135,7 @@ def read_checkpoint(path: str | Path, params: dict[str, Any]) -> dict[str, torch
     return {k: v.clone() for k, v in sd.items()}  # off the memory map
 
 
-def save_hf(sd: dict[str, torch.Tensor], params: dict[str, Any], folder: str | Path) -> None:
+def save_hf(sd: dict[str, torch.Tensor], params: ModelParams, folder: str | Path) -> None:
     """Write the Meta-layout ``sd`` as ``config.json`` + ``model.safetensors`` into ``folder``."""
     from safetensors.torch import save_file
 
@@ -159,14 +160,15 @@ def load_hf(folder: str | Path) -> LlamaForCausalLM:
 # -- tokenizer -----------------------------------------------------------------------------------
 
 
-def load_tokenizer(path: str | Path) -> Upstream:
+def load_tokenizer(path: str | Path) -> SpecialTokens:
     """The tokenizer as ``llama.py`` gets it (``pytorch_tokenizers.TiktokenTokenizer``)."""
     from pytorch_tokenizers import TiktokenTokenizer
 
-    return TiktokenTokenizer(model_path=str(path))
+    tok: SpecialTokens = TiktokenTokenizer(model_path=str(path))
+    return tok
 
 
-def chat_ids(tok: Upstream, prompt: str, n_base: int) -> list[int]:
+def chat_ids(tok: Tokenizer, prompt: str, n_base: int) -> list[int]:
     """``bos`` + the llama3 template qnn_llama_runner wraps a prompt in (no system prompt)."""
     sp = special_ids(n_base)
 
@@ -191,12 +193,12 @@ def load_checkpoint(case: CaseFiles) -> dict[str, torch.Tensor]:
     return read_checkpoint(case.path("checkpoint"), case.params_dict)
 
 
-def calibration_tokenizer(case: CaseFiles) -> Upstream:
+def calibration_tokenizer(case: CaseFiles) -> Tokenizer:
     """``get_tokenizer(--tokenizer_model)``: a ``TiktokenTokenizer`` (llama.py asserts it)."""
     return load_tokenizer(case.path("tokenizer_model"))
 
 
-def calibration_ids(case: CaseFiles, tokenizer: Upstream, prompt: str) -> list[int]:
+def calibration_ids(case: CaseFiles, tokenizer: Tokenizer, prompt: str) -> list[int]:
     """llama.py gives ``llama3_2*`` no chat template (``_from_tokenizer_model``):
     ``encode(content, bos=True)``."""
     return list(tokenizer.encode(prompt, bos=True, eos=False))
@@ -231,7 +233,7 @@ def legacy_inputs(case: CaseFiles, work_dir: Path) -> LegacyInputs:
 class TiktokenToyTokenizer:
     """The trained ranks through ``pytorch_tokenizers``' Llama 3 loader, as the trainer uses it."""
 
-    def __init__(self, tok: Upstream) -> None:
+    def __init__(self, tok: SpecialTokens) -> None:
         self.tok = tok
         self.bos_id, self.eos_id = int(tok.bos_id), int(tok.eos_id)
         self.chat_end_id = special_ids(self.bos_id)["<|eot_id|>"]
@@ -257,7 +259,7 @@ class Toy:
     NAME = "llama3_2_toy"
     STEPS = 1600
     PARAMS = PARAMS
-    CASE: dict[str, Any] = {"name": NAME, "decoder_model": "llama3_2-1b_instruct",
+    CASE: CaseFile = {"name": NAME, "decoder_model": "llama3_2-1b_instruct",
             "checkpoint": "consolidated.00.pth", "params": "params.json",
             "tokenizer_model": "tokenizer.model",
             "tokenizer_bin": "tokenizer.model",  # llama.py reads no tokenizer_bin for llama3_2
@@ -272,7 +274,7 @@ class Toy:
         assert tok.n_words == PARAMS["vocab_size"], tok.n_words
         return TiktokenToyTokenizer(tok)
 
-    def new_model(self, params: dict[str, Any]) -> torch.nn.Module:
+    def new_model(self, params: ModelParams) -> torch.nn.Module:
         from transformers import LlamaForCausalLM
 
         config = hf_config(params)
@@ -283,12 +285,12 @@ class Toy:
         out: torch.Tensor = model(input_ids=x).logits
         return out
 
-    def save(self, model: torch.nn.Module, out: Path, params: dict[str, Any]) -> None:
+    def save(self, model: torch.nn.Module, out: Path, params: ModelParams) -> None:
         meta = layouts.hf_to_meta(model.state_dict(), params)
         save_checkpoint(meta, out / self.CASE["checkpoint"])
         save_hf(meta, params, out)
 
-    def reference(self, out: Path, params: dict[str, Any]) -> torch.nn.Module:
+    def reference(self, out: Path, params: ModelParams) -> torch.nn.Module:
         return load_hf(out)
 
     def describe(self) -> str:

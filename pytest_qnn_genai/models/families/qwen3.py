@@ -34,7 +34,7 @@ import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -45,6 +45,8 @@ if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase, Qwen3Config, Qwen3ForCausalLM
 
     from pytest_qnn_genai.models.families import CaseFiles
+    from pytest_qnn_genai.models.params import CaseFile, ModelParams
+    from pytest_qnn_genai.untyped import JsonObject, Tokenizer
 
 NAME = "qwen3"
 DECODER_MODELS = {"qwen3-0_6b": "qwen3", "qwen3-1_7b": "qwen3"}
@@ -78,7 +80,7 @@ CHAT_TEMPLATE = (
 RUNNER_USER, RUNNER_ASSISTANT = "<|im_start|>user\n", "<|im_end|>\n<|im_start|>assistant"
 N_MERGES = 512
 N_BASE = 256 + N_MERGES
-PARAMS: dict[str, Any] = {  # executorch's qwen3 config fields (examples/models/qwen3/config)
+PARAMS: ModelParams = {  # executorch's qwen3 config fields (examples/models/qwen3/config)
     "dim": 64, "ffn_dim_multiplier": 1, "hidden_dim": 192, "n_heads": 4, "head_dim": 32,
     "n_kv_heads": 2, "n_layers": 4, "norm_eps": 1e-06, "rope_theta": 1000000.0,
     "use_scaled_rope": False, "vocab_size": 800, "use_hf_rope": True,
@@ -87,7 +89,7 @@ PARAMS: dict[str, Any] = {  # executorch's qwen3 config fields (examples/models/
 MAX_POSITIONS = 40960  # Qwen3-0.6B's max_position_embeddings
 
 
-def expected_shapes(params: dict[str, Any]) -> dict[str, tuple[int, ...]]:
+def expected_shapes(params: ModelParams) -> dict[str, tuple[int, ...]]:
     """Every key of a (tied) Hugging Face Qwen3 ``model.safetensors`` and its shape."""
     dim, vocab, hid, hd = params["dim"], params["vocab_size"], params["hidden_dim"], params["head_dim"]
     q_dim, kv_dim = params["n_heads"] * hd, params["n_kv_heads"] * hd
@@ -104,7 +106,7 @@ def expected_shapes(params: dict[str, Any]) -> dict[str, tuple[int, ...]]:
     return shapes
 
 
-def hf_config(params: dict[str, Any]) -> Qwen3Config:
+def hf_config(params: ModelParams) -> Qwen3Config:
     """The ``transformers.Qwen3Config`` equal to ``params`` (tied embeddings, as 0.6B)."""
     from transformers import Qwen3Config
 
@@ -118,7 +120,7 @@ def hf_config(params: dict[str, Any]) -> Qwen3Config:
         bos_token_id=N_BASE, eos_token_id=N_BASE + 2, architectures=[HF_CLASS])
 
 
-def tokenizer_config() -> dict[str, Any]:
+def tokenizer_config() -> JsonObject:
     """``tokenizer_config.json`` as Qwen3-0.6B has it (no BOS token, ``<|im_end|>`` EOS)."""
     return {"add_bos_token": False, "add_prefix_space": False, "bos_token": None,
             "eos_token": "<|im_end|>", "pad_token": "<|endoftext|>", "unk_token": None,
@@ -179,7 +181,7 @@ class ChatTokenizer:
     decides) and transformers' ``apply_chat_template``."""
 
     hf: PreTrainedTokenizerBase
-    tokenizer: Any  # pytorch_tokenizers.HuggingFaceTokenizer: untyped upstream object
+    tokenizer: Tokenizer  # pytorch_tokenizers.HuggingFaceTokenizer
 
     def encode(self, s: str, *, bos: bool, eos: bool) -> list[int]:
         return list(self.tokenizer.encode(s, bos=bos, eos=eos))
@@ -304,7 +306,7 @@ class Toy:
     NAME = "qwen3_toy"
     STEPS = 1600
     PARAMS = PARAMS
-    CASE: dict[str, Any] = {"name": NAME, "decoder_model": "qwen3-0_6b", "checkpoint": "model.safetensors",
+    CASE: CaseFile = {"name": NAME, "decoder_model": "qwen3-0_6b", "checkpoint": "model.safetensors",
             "params": "params.json", "tokenizer_model": "tokenizer.json",
             "tokenizer_bin": "tokenizer.json", "quant_recipe": "16a4w", "kv_io_bit_width": 16}
 
@@ -314,7 +316,7 @@ class Toy:
         assert tok.tok.get_vocab_size() == N_BASE + len(ADDED_TOKENS) <= PARAMS["vocab_size"]
         return tok
 
-    def new_model(self, params: dict[str, Any]) -> torch.nn.Module:
+    def new_model(self, params: ModelParams) -> torch.nn.Module:
         from transformers import Qwen3ForCausalLM
 
         config = hf_config(params)
@@ -325,7 +327,7 @@ class Toy:
         out: torch.Tensor = model(input_ids=x).logits
         return out
 
-    def save(self, model: torch.nn.Module, out: Path, params: dict[str, Any]) -> None:
+    def save(self, model: torch.nn.Module, out: Path, params: ModelParams) -> None:
         from transformers import PreTrainedModel
 
         assert isinstance(model, PreTrainedModel)
@@ -334,7 +336,7 @@ class Toy:
         (out / "generation_config.json").unlink(missing_ok=True)
         (out / "model.safetensors").chmod(0o644)  # safetensors writes 0600
 
-    def reference(self, out: Path, params: dict[str, Any]) -> torch.nn.Module:
+    def reference(self, out: Path, params: ModelParams) -> torch.nn.Module:
         return load_hf(out)
 
     def describe(self) -> str:

@@ -1,7 +1,7 @@
 """Two machines, one remote cache, a real suite: ``pytest suites/smoke --qnn-remote-cache URL`` on
 one empty local cache builds the attention blocks and uploads them to a real nginx DAV server on
 loopback; the same run on a second empty local cache builds nothing, downloads every entry and
-passes. The blocks' builds take ~10-60 s; everything else here is seconds."""
+passes. The blocks' builds take up to a minute; everything else here is seconds."""
 from __future__ import annotations
 
 import os

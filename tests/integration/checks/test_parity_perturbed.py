@@ -57,8 +57,8 @@ def llama3_case() -> ModelCase:
 
 @pytest.fixture(scope="session")
 def without_seq_mse(qnn_pipeline, qnn_sdk, llama3_case, sm8650_emulator) -> Path:
-    """llama3_2_toy's calibration graph quantized as the staged flow did before 4bb84d7: every
-    calibration prompt, no SeqMSE search."""
+    """llama3_2_toy's calibration graph quantized as the staged flow once did, without llama.py's
+    SeqMSE search: every calibration prompt, no SeqMSE."""
     from pytest_qnn_genai.stages import recipe
 
     return perturbed_calibration_graph(

@@ -143,7 +143,7 @@ def test_every_suite_runs_its_phone_checks_on_the_phone(loopback, qnn_settings, 
 def test_a_runner_one_token_short_fails_the_gate(loopback, qnn_settings, tmp_path) -> None:
     """The stand-in with its decode loop one step short: the gate errors naming the count.
     One case and the gate's target-vs-QDQ test: the runner contract is one code path for every
-    case (the whole gate over the three cases took 395 s of a cold run for the same finding)."""
+    case (the whole gate over the three cases costs a cold run's builds for the same finding)."""
     env = {"QNN_SDK_ROOT": str(loopback.libs.parents[1])}  # the SDK behind the phone's libraries
     short = write_short_launcher(tmp_path / "runners" / "qnn_llama_runner", EMULATOR, env)
     write_executor_launcher(tmp_path / "runners" / "qnn_executor_runner", EXECUTORCH, env)

@@ -1,6 +1,6 @@
 """The genai_pipeline adapter: it drives executorch's real GenAIPipeline and turns exactly the
 not-implemented compilation into GenAIUnavailable; everything else propagates. (Importing
-executorch's genai_pipeline costs ~10 s, so these live outside the fast tier.)"""
+executorch's genai_pipeline costs seconds, so these live outside the fast tier.)"""
 from __future__ import annotations
 
 from types import SimpleNamespace

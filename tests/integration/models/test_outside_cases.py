@@ -3,8 +3,8 @@ suites/parity --qnn-cases DIR`` from a fresh process.
 
 The case is another shape of a shipped family: a 3-layer llama2.c model trained by the shared
 trainer (``tests/data/stories3l``: ``python -m pytest_qnn_genai.models.train --family llama2c
---name stories3l --params '{"n_layers": 3}'``; 166 s on one thread, held-out loss 0.173 against
-stories260k's 0.158), laid out in a temp folder with stories260k's tokenizer files (the trainer
+--name stories3l --params '{"n_layers": 3}'``; held-out loss 0.173 against stories260k's
+0.158), laid out in a temp folder with stories260k's tokenizer files (the trainer
 writes the same ones), its checkpoint kept outside the case folder under an absolute path and its
 golden continuation in the case folder's own ``golden/``. Cut from stories260k's own layers
 instead, the case fails the gate's stories260k floors (layers 0/1/4: QDQ greedy agreement 85%;

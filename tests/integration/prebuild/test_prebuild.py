@@ -1,7 +1,7 @@
 """Builds scheduled ahead, for real: the prebuild process builds what the selected tests need and
 the tests find cache hits; it never outlives its session, nor the builds it started.
 
-Cheap: the smoke suite's two attention blocks (~10-30 s), and a llama.py build killed seconds
+Cheap: the smoke suite's two attention blocks (seconds each), and a llama.py build killed seconds
 after it starts.
 """
 from __future__ import annotations

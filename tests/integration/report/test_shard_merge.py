@@ -7,8 +7,8 @@ of the shards. It must hold the same records (tests, figures, values, verdicts, 
 counts as the whole run and the same cache entries in its fingerprint; the shards' outcomes must
 add up to the whole run's, and no build of a case × SoC-backend may be used by both shards.
 
-The runs share the outer session's artifact cache (warm: about 45 s each with the x86 runners,
-20 s without, measured; a cold cache builds both cases' programs first, once).
+The runs share the outer session's artifact cache (warm: well under a minute each, less without
+the x86 runners; a cold cache builds both cases' programs first, once).
 """
 from __future__ import annotations
 

@@ -82,7 +82,7 @@ def test_an_entry_used_while_it_is_evicted_is_put_back(tmp_path: Path,
         if Path(dst).name.startswith(".trash-"):  # a reader marked it used just before the move
             os.utime(Path(dst) / "manifest.json")
 
-    monkeypatch.setattr(housekeeping.os, "rename", rename_as_a_reader_touches)
+    monkeypatch.setattr(os, "rename", rename_as_a_reader_touches)
     assert housekeeping.evict(tmp_path, max_bytes=0).evicted == []
     monkeypatch.undo()
     assert _left(tmp_path) == [old["a"].key]

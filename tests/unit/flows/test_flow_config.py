@@ -1,5 +1,5 @@
 """Configuration agreement is read from the argv llama.py was run with, and it fails when the two
-flows were given different settings (issue 10.4)."""
+flows were given different settings."""
 from __future__ import annotations
 
 import json

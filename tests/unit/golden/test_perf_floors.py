@@ -18,12 +18,12 @@ from pytest_qnn_genai.golden.perf import (
     GoldenFileError,
     GoldenPerf,
     GoldenWorkload,
-    GoldenWriteRefused,
     golden_diff,
     load_golden,
     load_goldens,
     update_golden,
 )
+from pytest_qnn_genai.golden.updates import GoldenWriteRefused
 
 REPO = Path(__file__).resolve().parents[3]
 SEED = REPO / "golden" / "perf" / "stories260k.json"

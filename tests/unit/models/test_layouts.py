@@ -98,11 +98,11 @@ def test_bpe_is_deterministic_and_tiktoken_readable(tmp_path: Path) -> None:
     bpe.save_tiktoken(ranks, path)
     first = path.read_text().splitlines()[0]
     assert first == f"{base64.b64encode(bytes([0])).decode()} 0"
-    tok = llama3.load_tokenizer(path)
-    assert (tok.n_words, tok.bos_id, tok.eos_id) == (276 + 256, 276, 277)
-    ids = tok.encode("the cat sat", bos=True, eos=False)
+    loaded = llama3.load_tokenizer(path)
+    assert (loaded.n_words, loaded.bos_id, loaded.eos_id) == (276 + 256, 276, 277)
+    ids = loaded.encode("the cat sat", bos=True, eos=False)
     assert ids[0] == 276 and len(ids) < 1 + len("the cat sat")
-    assert tok.decode(ids[1:]) == "the cat sat"
+    assert loaded.decode(ids[1:]) == "the cat sat"
     with pytest.raises(ValueError, match="room for only"):
         bpe.train_bpe(["ab ab"], 50, CL100K_PAT_STR)
 

@@ -6,6 +6,7 @@ import json
 import shutil
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -29,7 +30,8 @@ def test_the_family_is_not_part_of_the_build_fingerprint_twice() -> None:
     assert "family" not in case.build_fingerprint()  # decoder_model already keys it
     assert case.build_fingerprint()["decoder_model"] == "stories260k"
     qwen = registry.available()["qwen3_toy"]  # the family's other files are build inputs too
-    assert set(qwen.build_fingerprint()["file_sha256"]) == {
+    fingerprint: dict[str, Any] = qwen.build_fingerprint()
+    assert set(fingerprint["file_sha256"]) == {
         "checkpoint", "params", "tokenizer_model", "tokenizer_bin", "hf_config", "tokenizer_config"}
 
 

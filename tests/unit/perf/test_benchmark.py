@@ -42,8 +42,8 @@ def built(monkeypatch: pytest.MonkeyPatch) -> list[tuple]:
 
 
 def test_an_emulator_round_pools_several_prompt_passes(built: list[tuple]) -> None:
-    # one pass of a perf prompt lasts ~0.1 s on the emulator: single-pass rounds left
-    # llama3_2_toy's prefill short of the 2 s minimum after the round cap on an idle machine
+    # one pass of a perf prompt lasts a fraction of a second on the emulator: single-pass rounds
+    # left llama3_2_toy's prefill short of the minimum work after the round cap on an idle machine
     generation_for(CASE, EMULATOR, lambda: PTE, Runs())
     (pte, tokenizer, workload), = built
     assert (pte, tokenizer) == (Path("/cache/new.pte"), Path("/case/tokenizer_model"))

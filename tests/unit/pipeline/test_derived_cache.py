@@ -1,6 +1,6 @@
 """The encodings table of a QDQ graph is cached with it: a warm session does not load the .pt2
-(issue 21.0), and the cached table is the one derived from the graph itself, even after the graph
-changes. The graph is a real saved ExportedProgram with quantize/dequantize nodes."""
+(loading one costs seconds), and the cached table is the one derived from the graph itself, even
+after the graph changes. The graph is a real saved ExportedProgram with quantize/dequantize nodes."""
 from __future__ import annotations
 
 from pathlib import Path

@@ -1,4 +1,4 @@
-"""Cache keys change when what shapes an artifact changes, and only then (issue 10.1).
+"""Cache keys change when what shapes an artifact changes, and only then.
 
 The builders are replaced by fakes that count their calls, so these tests run in seconds; the keys,
 the cache and the code digests are the real ones. The package whose code the keys hash is a copy

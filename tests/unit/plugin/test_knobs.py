@@ -1,5 +1,5 @@
 """Every knob in its three forms (CLI, env, ini), the --no- form of every switch, and SDK
-provisioning only when a selected test needs QNN (issue 10.5).
+provisioning only when a selected test needs QNN.
 
 The expected names are written out here, not derived from the plugin's knob table: a knob whose
 ini key or environment variable drifts from the README's rule fails this test.

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from types import SimpleNamespace
@@ -59,7 +60,7 @@ def _config(worker: str | None, run: str = "run1") -> SimpleNamespace:
 
 def test_the_owner_sees_each_other_worker_end(tmp_path: Path,
                                               monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(plugin.tempfile, "gettempdir", lambda: str(tmp_path))
+    monkeypatch.setattr(tempfile, "gettempdir", lambda: str(tmp_path))
     owner, gw1, gw2 = _config("gw0"), _config("gw1"), _config("gw2")
     folder = plugin.ended_folder(owner)
     assert folder == tmp_path / "qnn-genai-ended-run1" == plugin.ended_folder(gw1)

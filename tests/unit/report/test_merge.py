@@ -7,7 +7,7 @@ from __future__ import annotations
 import copy
 import io
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from datetime import timedelta
 from pathlib import Path
 
@@ -26,7 +26,7 @@ Data = dict[str, Json]
 def _shard_data(run: ResultsFile, k: int, count: int = 2) -> Data:
     """Shard ``k`` of ``run``: its records of every ``count``-th position, the artifacts of its
     half (the middle two in both), started ``count - k`` minutes after the run."""
-    data = copy.deepcopy(run.to_dict())
+    data: Data = copy.deepcopy(run.to_dict())
     data["records"] = data["records"][k - 1::count]
     fp = data["header"]["fingerprint"]
     arts = fp["artifacts"]
@@ -51,7 +51,7 @@ def _merge(*args: str | Path) -> tuple[int, str]:
     return main(["merge", *map(str, args)], out=out), out.getvalue()
 
 
-def _sorted(records: list[Data]) -> list[str]:
+def _sorted(records: Sequence[Mapping[str, object]]) -> list[str]:
     return sorted(json.dumps(r, sort_keys=True) for r in records)
 
 

@@ -97,7 +97,7 @@ def test_an_emulator_figure_judged_by_a_phone_floor_is_refused() -> None:
 
 
 def test_the_old_false_pass_reads_as_info() -> None:
-    """The schema-1 run of issue 22: its emulator figures carried the test's 'pass'. Read now,
+    """A schema-1 run whose emulator figures carried the test's 'pass'. Read now,
     every number is info and nothing is set against the phone floor."""
     old = ResultsFile.load(DATA / "schema1-emulator-run.json")
     assert json.loads((DATA / "schema1-emulator-run.json").read_text())["records"][0][

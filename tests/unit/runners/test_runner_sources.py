@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -55,7 +56,7 @@ def test_a_changed_header_changes_the_key_an_unread_file_does_not(tree: Path,
 
 
 def test_key_inputs_name_the_toolchain(tree: Path) -> None:
-    inputs = key_inputs(tree, logging=False)
+    inputs: dict[str, Any] = key_inputs(tree, logging=False)
     assert set(inputs["debian"]) == set(DEBIAN_PACKAGES)
     assert all(inputs["debian"].values())
     assert "c++" in inputs["compiler"] or "g++" in inputs["compiler"] or "gcc" in inputs["compiler"]

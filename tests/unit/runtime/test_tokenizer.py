@@ -101,7 +101,7 @@ def test_a_hugging_face_tokenizer_reads_as_the_runner_reads_it() -> None:
     tok, cpp = load_tokenizer(QWEN3), _runner_hf_tokenizer(QWEN3)
     assert tok.family == "huggingface"
     assert tok.vocab_size == cpp.vocab_size() == 794
-    # BOS/EOS: the runners' HFTokenizer (ExecuTorch cff6f4dd's tokenizers) guesses them from the
+    # BOS/EOS: the runners' HFTokenizer (ExecuTorch 1.5.1's tokenizers) guesses them from the
     # added tokens, <|endoftext|> for both; the wheel's pytorch_tokenizers 1.5 binding leaves 0
     # (upstream's x86 runner stopping at <|endoftext|>: tests/integration/runners)
     assert (tok.bos_id, tok.eos_id) == (768, 768) and tok.piece(768) == "<|endoftext|>"

@@ -1,6 +1,6 @@
 """Contract tests for the qnn_executor_runner stand-in: each row pins one upstream ExecuTorch rule.
 
-Citations are file:function in pytorch/executorch at main cff6f4dd (= the 1.5.1 wheel's sources).
+Citations are file:function in pytorch/executorch at 1.5.1 (the wheel's sources).
 The backend is the model-free ``ToyExecutor`` below: no QNN, no executorch, seconds to run.
 """
 from __future__ import annotations

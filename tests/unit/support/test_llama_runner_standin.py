@@ -1,6 +1,6 @@
 """Contract tests for the qnn_llama_runner stand-in: each row pins one upstream ExecuTorch rule.
 
-Citations are file:function in pytorch/executorch at main cff6f4dd (= the 1.5.1 wheel's sources;
+Citations are file:function in pytorch/executorch at 1.5.1 (the wheel's sources;
 release/1.4 identical for every rule here except the observer keys). The backend is the
 model-free ``standin_backends.ToyBackend``: no QNN, no executorch, seconds to run.
 ToyBackend: the prompt "hello big world now" is BOS + 4 words = 5 tokens; the row of position p
