@@ -155,34 +155,37 @@ def calibration_samples(case: ModelCase, prompts: tuple[str, ...] | None = None,
             for p in (case.calibration_prompts if prompts is None else prompts)]
 
 
-def _stage_with_options(stage_name: str, base: Upstream) -> Upstream:
-    """Upstream's stage class whose ``invoke`` first sets ``input_config.extra_options`` from
+def _harness_stage(base: Upstream, stage_name: str, with_options: bool,
+                   seen: dict[str, tuple[float, Upstream]]) -> Upstream:
+    """Upstream's stage class ``base`` whose ``invoke`` records its output and seconds in
+    ``seen[stage_name]`` and, ``with_options``, first sets ``input_config.extra_options`` from
     ``context.extra_options[stage_name]`` (GenAIPipeline passes none)."""
+    import time
+
     def invoke(self: Upstream, context: Upstream, input_config: Upstream) -> Upstream:
-        options = dict(context.extra_options.get(stage_name, {}))
-        return base.invoke(self, context, dataclasses.replace(input_config, extra_options=options))
+        if with_options:
+            options = dict(context.extra_options.get(stage_name, {}))
+            input_config = dataclasses.replace(input_config, extra_options=options)
+        start = time.monotonic()
+        output = base.invoke(self, context, input_config)
+        seen[stage_name] = (time.monotonic() - start, output)
+        return output
 
     return type(f"Harness{base.__name__}", (base,), {"invoke": invoke})
 
 
 def run_front_half(case: ModelCase, target: Target, model_dir: Path, artifact_dir: Path,
-                   extra_options: dict[str, object] | None) -> Upstream:
+                   extra_options: dict[str, object] | None) -> dict[str, tuple[float, Upstream]]:
     """``GenAIPipeline.invoke`` with upstream's preparation and quantization stages (compilation
-    and inference left out), on ``model_dir``; the quantization stage's output config.
-    ``extra_options``: per stage (None: upstream's stages exactly as ``from_proxy`` builds them)."""
+    and inference left out), on ``model_dir``: each stage's seconds and output config.
+    ``extra_options``: per stage (None: upstream's stages get none, as ``from_proxy`` builds
+    them)."""
     from executorch.backends.qualcomm.export_utils import get_backend_type
 
-    prep_stage, quant_stage = upstream("ModelPreparationStage"), upstream("QuantizationStage")
-    if extra_options is not None:
-        prep_stage = _stage_with_options(PREPARATION, prep_stage)
-        quant_stage = _stage_with_options(QUANTIZATION, quant_stage)
-    outputs: list[Upstream] = []
-
-    class Recorded(quant_stage):  # type: ignore[misc,valid-type]  # upstream's, resolved by name
-        def invoke(self, context: Upstream, input_config: Upstream) -> Upstream:
-            outputs.append(super().invoke(context, input_config))
-            return outputs[-1]
-
+    seen: dict[str, tuple[float, Upstream]] = {}
+    adjusted = extra_options is not None
+    prep_stage = _harness_stage(upstream("ModelPreparationStage"), PREPARATION, adjusted, seen)
+    quant_stage = _harness_stage(upstream("QuantizationStage"), QUANTIZATION, adjusted, seen)
     builder = (upstream("PipelineContext").builder().with_model(str(model_dir))
                .with_soc(target.soc.name).with_prompt(case.eval_prompt)
                .with_artifact_dir(str(artifact_dir)))
@@ -190,15 +193,15 @@ def run_front_half(case: ModelCase, target: Target, model_dir: Path, artifact_di
         builder = builder.with_extra_options(extra_options)
     pipeline = upstream("GenAIPipeline")(
         prep_stage(upstream("ExecuTorchModelPreparationStrategy")()),
-        Recorded(upstream("ExecuTorchQuantizationStrategy")()), None, None,
+        quant_stage(upstream("ExecuTorchQuantizationStrategy")()), None, None,
         upstream("EngineProxy")({}, get_backend_type(target.backend)))
     try:
         pipeline.invoke(builder.build())
     except upstream("StageError") as e:
         raise GenAIStageFailed(f"genai_pipeline {e.stage_name} stage: {e}") from e
-    if not outputs or outputs[0].quantized_model is None:
+    if QUANTIZATION not in seen or seen[QUANTIZATION][1].quantized_model is None:
         raise GenAIApiError("GenAIPipeline.invoke did not run its quantization stage")
-    return outputs[0]
+    return seen
 
 
 def stage_options(case: ModelCase, prompts: tuple[str, ...] | None = None) -> dict[str, object]:
@@ -224,18 +227,20 @@ def build_genai_qdq(case: ModelCase, target: Target, out: Path,
     if reason is not None:
         raise NotHuggingFace(reason)
     work = out / "work"
+    seen = run_front_half(case, target, model_folder(case, work / "model"), work,
+                          stage_options(case, prompts))
     start = time.monotonic()
-    output = run_front_half(case, target, model_folder(case, work / "model"), work,
-                            stage_options(case, prompts))
-    seconds = time.monotonic() - start
     example = (padded([0], case.max_context_len),)
-    torch.export.save(torch.export.export(output.quantized_model, example, strict=False),
-                      out / GRAPH_FILE)
+    torch.export.save(torch.export.export(seen[QUANTIZATION][1].quantized_model, example,
+                                          strict=False), out / GRAPH_FILE)
+    save_s = time.monotonic() - start
     shutil.rmtree(work, ignore_errors=True)
     record = {"case": case.name, "soc": target.soc.name, "backend": target.backend,
               "ar_len": case.max_context_len, "calibration_samples":
               len(case.calibration_prompts if prompts is None else prompts),
-              "front_half_s": round(seconds, 3), "executorch": dist_version("executorch"),
+              "seconds": {PREPARATION: round(seen[PREPARATION][0], 3),
+                          QUANTIZATION: round(seen[QUANTIZATION][0], 3), "save": round(save_s, 3)},
+              "executorch": dist_version("executorch"),
               "adjustments": [name for name, _ in ADJUSTMENTS]}
     (out / RECORD_FILE).write_text(json.dumps(record, indent=2))
 
