@@ -105,6 +105,18 @@ def upstream(name: str) -> Upstream:
     return found
 
 
+def is_upstream_failure(exc: BaseException, stage: str, cause: type[BaseException],
+                        pattern: str) -> bool:
+    """``exc`` is :class:`GenAIStageFailed` from upstream's ``StageError`` of ``stage`` whose
+    original exception is a ``cause`` with a message matching ``pattern`` (a regex)."""
+    import re
+
+    err = exc.__cause__ if isinstance(exc, GenAIStageFailed) else None
+    original = getattr(err, "original_exception", None)
+    return (getattr(err, "stage_name", None) == stage and isinstance(original, cause)
+            and re.search(pattern, str(original)) is not None)
+
+
 def not_huggingface_reason(case: ModelCase) -> str | None:
     """Why genai's loader cannot prepare ``case`` (None when it can): ``DefaultModelLoaderAdapter``
     is ``AutoModelForCausalLM.from_pretrained(folder)``, which needs a Hugging Face config.json."""

@@ -10,7 +10,6 @@ genai's loader cannot read (a llama.2c checkpoint) xfails with the one-line reas
 """
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from pathlib import Path
 
@@ -45,11 +44,8 @@ def expect_upstream(run: Callable[[], object], stage: str, cause: type[BaseExcep
     try:
         run()
     except genai_front.GenAIStageFailed as e:
-        err = e.__cause__
-        original = getattr(err, "original_exception", None)
-        if (getattr(err, "stage_name", None) == stage and isinstance(original, cause)
-                and re.search(pattern, str(original))):
-            raise UpstreamDefault(f"{stage}: {type(original).__name__}: {original}") from e
+        if genai_front.is_upstream_failure(e, stage, cause, pattern):
+            raise UpstreamDefault(str(e)) from e
         raise
 
 

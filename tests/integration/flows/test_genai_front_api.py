@@ -34,3 +34,36 @@ def test_a_build_with_a_renamed_upstream_api_fails_naming_it(monkeypatch, tmp_pa
     monkeypatch.delattr(module, attr)
     with pytest.raises(genai_front.GenAIApiError, match="ExecuTorchQuantizationStrategy not found"):
         genai_front.build_genai_qdq(available()["qwen3_toy"], Target(soc("SM8650")), tmp_path)
+
+
+def _failed(stage: str, original: Exception) -> genai_front.GenAIStageFailed:
+    from executorch.backends.qualcomm.genai_pipeline import StageError
+
+    err = StageError(stage, "Quantization failed", original)
+    try:
+        raise genai_front.GenAIStageFailed(f"genai_pipeline {stage} stage: {err}") from err
+    except genai_front.GenAIStageFailed as e:
+        return e
+
+
+DYNAMIC_CACHE = r"Found <class 'transformers\.cache_utils\.DynamicCache'> in output"
+
+
+def test_the_recorded_upstream_failure_is_recognized() -> None:
+    exc = _failed("quantization", RuntimeError(
+        "Found <class 'transformers.cache_utils.DynamicCache'> in output, which is not ..."))
+    assert genai_front.is_upstream_failure(exc, "quantization", RuntimeError, DYNAMIC_CACHE)
+
+
+@pytest.mark.parametrize(("stage", "original"), [
+    ("model_preparation", RuntimeError("Found <class 'transformers.cache_utils.DynamicCache'> "
+                                       "in output")),  # another stage
+    ("quantization", TypeError("Found <class 'transformers.cache_utils.DynamicCache'> in "
+                               "output")),  # another type
+    ("quantization", RuntimeError("something else broke")),  # another message
+])
+def test_a_different_failure_is_not_the_recorded_one(stage, original) -> None:
+    exc = _failed(stage, original)
+    assert not genai_front.is_upstream_failure(exc, "quantization", RuntimeError, DYNAMIC_CACHE)
+    assert not genai_front.is_upstream_failure(RuntimeError("x"), "quantization", RuntimeError,
+                                               DYNAMIC_CACHE)
