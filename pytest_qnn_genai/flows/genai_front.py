@@ -35,7 +35,9 @@ if TYPE_CHECKING:
     import numpy as np
     import torch
 
+    from pytest_qnn_genai.checks.qdq_windows import Windows
     from pytest_qnn_genai.models.registry import ModelCase
+    from pytest_qnn_genai.stages.prepare import PreparedModel
     from pytest_qnn_genai.targets import Target
     from pytest_qnn_genai.untyped import Upstream
 
@@ -291,3 +293,28 @@ class GenAIQdq:
                 logits = logits if logits is not None else out[0]
                 rows.append(np.asarray(logits[0, :len(ids)].float().numpy()))
         return rows
+
+
+GENAI, STATIC_LLAMA = "genai", "static_llama"  # the two kinds of QDQ graph window_rows reads
+
+
+def build_window_rows(graph: Path, reader: str, windows: Windows, out: Path,
+                      prepared: PreparedModel | None = None) -> None:
+    """A QDQ graph's continuation rows of every window into ``out`` (``checks.qdq_windows``):
+    ``reader`` :data:`GENAI` for genai's module (its folder's record gives the length),
+    :data:`STATIC_LLAMA` for a calibration-shaped graph (llama.py's ``decode_qdq.pt2``, the staged
+    ``calibration`` graph), run with ``prepared``'s inputs."""
+    from pytest_qnn_genai.checks.qdq_windows import save_rows
+
+    if reader == GENAI:
+        full = GenAIQdq.load(graph.parent).window_logits(windows.ids())
+    elif reader == STATIC_LLAMA and prepared is not None:
+        import torch
+
+        from pytest_qnn_genai.stages.prepare import run_calibration_graph
+
+        module = torch.export.load(graph).module()
+        full = [run_calibration_graph(module, prepared, ids) for ids in windows.ids()]
+    else:
+        raise ValueError(f"reader {reader!r} (with prepared: {prepared is not None})")
+    save_rows(windows.rows(full), out)

@@ -21,6 +21,7 @@ from pytest_qnn_genai.checks import parity, perplexity, qdq_windows
 from pytest_qnn_genai.files import file_sha256
 from pytest_qnn_genai.flows import genai_front
 from pytest_qnn_genai.flows.genai import GenAIUnavailable, unavailable_reason
+from pytest_qnn_genai.models import families
 from pytest_qnn_genai.sdk.versions import dist_version
 
 pytestmark = [pytest.mark.parity, pytest.mark.flow("legacy", "new", "genai")]
@@ -28,7 +29,7 @@ pytestmark = [pytest.mark.parity, pytest.mark.flow("legacy", "new", "genai")]
 # the modules each cached product below is built by (the lead ports these into the product table)
 FRONT_CODE = ("pytest_qnn_genai.flows.genai_front", "pytest_qnn_genai.stages.recipe")
 ROWS_CODE = ("pytest_qnn_genai.flows.genai_front", "pytest_qnn_genai.checks.qdq_windows",
-             "pytest_qnn_genai.stages.prepare")
+             "pytest_qnn_genai.stages.prepare", *families.module_names())
 BOUNDS = Path("genai") / "qdq_windows.json"
 ONE_PROMPT = "one-prompt calibration"
 
@@ -90,19 +91,10 @@ def windows(qnn_pipeline, hf_case) -> qdq_windows.Windows:
 def window_rows(pipeline, case, graph: Path, reader: str, windows,  # noqa: ANN001
                 upstream: tuple[str, ...] = ()) -> list[np.ndarray]:
     """The cached product ``qdq-window-logits``: a QDQ graph's continuation rows of every
-    window (``reader``: ``genai`` for genai's module, ``static_llama`` for a calibration graph)."""
-    from pytest_qnn_genai.stages.prepare import run_calibration_graph
-
+    window (``reader``: genai's module or a static_llama calibration graph)."""
     def build(out: Path) -> None:
-        if reader == "genai":
-            full = genai_front.GenAIQdq.load(graph.parent).window_logits(windows.ids())
-        else:
-            import torch
-
-            module = torch.export.load(graph).module()
-            full = [run_calibration_graph(module, pipeline.prepared(case), ids)
-                    for ids in windows.ids()]
-        qdq_windows.save_rows(windows.rows(full), out)
+        prepared = pipeline.prepared(case) if reader == genai_front.STATIC_LLAMA else None
+        genai_front.build_window_rows(graph, reader, windows, out, prepared)
 
     entry = pipeline.cache.get_or_build(
         "qdq-window-logits", {"graph_sha256": file_sha256(graph), "reader": reader,
@@ -121,7 +113,7 @@ def fp32_rows(qnn_pipeline, hf_case, windows) -> list[np.ndarray]:
 def genai_metrics(qnn_pipeline, hf_case, qnn_target, windows, fp32_rows):
     def of(prompts: tuple[str, ...] | None = None) -> qdq_windows.Metrics:
         entry, qdq = genai_qdq(qnn_pipeline, hf_case, qnn_target, prompts)
-        rows = window_rows(qnn_pipeline, hf_case, qdq.graph_path, "genai", windows,
+        rows = window_rows(qnn_pipeline, hf_case, qdq.graph_path, genai_front.GENAI, windows,
                            (entry.digest,))
         return qdq_windows.metrics(windows, fp32_rows, rows)
     return of
@@ -132,7 +124,7 @@ def flow_metrics(qnn_pipeline, hf_case, windows, fp32_rows, legacy_artifacts, ne
                  genai_metrics) -> dict[str, qdq_windows.Metrics]:
     """legacy's, the staged flow's and genai's QDQ figures against fp32."""
     out = {name: qdq_windows.metrics(windows, fp32_rows, window_rows(
-        qnn_pipeline, hf_case, art.qdq_graph, "static_llama", windows))
+        qnn_pipeline, hf_case, art.qdq_graph, genai_front.STATIC_LLAMA, windows))
         for name, art in (("legacy", legacy_artifacts), ("staged", new_artifacts))}
     out["genai"] = genai_metrics()
     return out
