@@ -120,12 +120,16 @@ def genai_metrics(qnn_pipeline, hf_case, qnn_target, windows, fp32_rows):
 
 
 @pytest.fixture(scope="session")
-def flow_metrics(qnn_pipeline, hf_case, windows, fp32_rows, legacy_artifacts, new_artifacts,
+def flow_metrics(qnn_pipeline, hf_case, qnn_target, windows, fp32_rows, legacy_artifacts,
                  genai_metrics) -> dict[str, qdq_windows.Metrics]:
-    """legacy's, the staged flow's and genai's QDQ figures against fp32."""
+    """legacy's, the staged flow's and genai's QDQ figures against fp32 (the staged flow's
+    calibration graph from its quantize stage: no .pte needed)."""
+    from pytest_qnn_genai.hybrid import CALIBRATION
+
+    staged = qnn_pipeline.qdq(hf_case, qnn_pipeline.build_target(qnn_target)).path(CALIBRATION)
     out = {name: qdq_windows.metrics(windows, fp32_rows, window_rows(
-        qnn_pipeline, hf_case, art.qdq_graph, genai_front.STATIC_LLAMA, windows))
-        for name, art in (("legacy", legacy_artifacts), ("staged", new_artifacts))}
+        qnn_pipeline, hf_case, graph, genai_front.STATIC_LLAMA, windows))
+        for name, graph in (("legacy", legacy_artifacts.qdq_graph), ("staged", staged))}
     out["genai"] = genai_metrics()
     return out
 
