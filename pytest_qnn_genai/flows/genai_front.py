@@ -278,12 +278,22 @@ class GenAIQdq:
     def load(cls, folder: Path) -> GenAIQdq:
         return cls(folder / GRAPH_FILE, json.loads((folder / RECORD_FILE).read_text()))
 
+    def module(self) -> torch.nn.Module:
+        """The saved QDQ module. Its graph names the ``quantized_decomposed`` ops, which exist
+        only once executorch's QNN quantizer is imported (a process that loads the product
+        from the cache has not quantized anything)."""
+        import executorch.backends.qualcomm.quantizer.quantizer  # noqa: F401
+        import torch
+
+        module: torch.nn.Module = torch.export.load(self.graph_path).module()
+        return module
+
     def window_logits(self, windows: list[list[int]]) -> list[np.ndarray]:
         """The module's logits ``[len(ids), vocab]`` of each id list (one causal pass each)."""
         import numpy as np
         import torch
 
-        module = torch.export.load(self.graph_path).module()
+        module = self.module()
         length = int(str(self.record["ar_len"]))
         rows = []
         with torch.no_grad():

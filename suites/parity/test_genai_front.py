@@ -192,12 +192,10 @@ def test_unadjusted_calibration(hf_case, qnn_target, tmp_path) -> None:
 @pytest.mark.xfail(raises=GenAIUnavailable, strict=True, reason=unavailable_reason())
 def test_compilation_of_genai_qdq(qnn_pipeline, hf_case, qnn_target, tmp_path) -> None:
     """genai's compilation stage fed genai's own QDQ module (not the staged flow's)."""
-    import torch
-
     from pytest_qnn_genai.flows.genai import compile_graph
 
     _, qdq = genai_qdq(qnn_pipeline, hf_case, qnn_target)
-    module = torch.export.load(qdq.graph_path).module()
+    module = qdq.module()
     example = (genai_front.padded([0], hf_case.max_context_len),)
     paths = compile_graph(module, example, hf_case, qnn_pipeline.build_target(qnn_target),
                           tmp_path)
