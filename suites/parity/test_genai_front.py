@@ -163,6 +163,8 @@ def test_perturbed_genai_calibration_fails_its_gate(genai_metrics, bounds, hf_ca
     pair_bounds, source = bounds
     normal = genai_metrics()
     one = genai_metrics(hf_case.calibration_prompts[:1])
+    print(f"\n{hf_case.name} genai QDQ, {ONE_PROMPT} beside the case's prompts\n"
+          + qdq_windows.table({"case prompts": normal, "one prompt": one}))
     assert one.mean_kl > normal.mean_kl
     checks = qdq_windows.pair_checks(f"genai ({ONE_PROMPT}) vs genai", normal, one,
                                      pair_bounds["genai_vs_legacy"], source)
