@@ -67,3 +67,30 @@ def test_a_different_failure_is_not_the_recorded_one(stage, original) -> None:
     assert not genai_front.is_upstream_failure(exc, "quantization", RuntimeError, DYNAMIC_CACHE)
     assert not genai_front.is_upstream_failure(RuntimeError("x"), "quantization", RuntimeError,
                                                DYNAMIC_CACHE)
+
+
+def test_an_upstream_stage_failure_is_remembered_under_the_build_key(tmp_path) -> None:
+    """A folder genai's loader cannot read: upstream's StageError from model preparation, as
+    GenAIStageFailed (its stage and original exception in one line), remembered by the cache:
+    the next lookup of the key raises it again without building."""
+    from types import SimpleNamespace
+
+    from pytest_qnn_genai.cache import ArtifactCache
+
+    folder = tmp_path / "broken"
+    folder.mkdir()
+    (folder / "config.json").write_text("{}")  # no model_type: AutoModelForCausalLM refuses it
+    case = SimpleNamespace(folder=folder, eval_prompt="Once upon a time")
+    calls: list[int] = []
+
+    def build(out) -> None:  # noqa: ANN001
+        calls.append(1)
+        genai_front.run_unadjusted(case, Target(soc("SM8650")), out)
+
+    cache = ArtifactCache(tmp_path / "cache", {"executorch": "x"}, progress=lambda _m: None)
+    with pytest.raises(genai_front.GenAIStageFailed, match=r"model_preparation stage: "
+                       r"\[model_preparation\] Model preparation failed \(caused by "):
+        cache.get_or_build(genai_front.STAGE, {"case": "broken"}, build, label="broken")
+    with pytest.raises(genai_front.GenAIStageFailed) as again:
+        cache.get_or_build(genai_front.STAGE, {"case": "broken"}, build, label="broken")
+    assert calls == [1] and again.value.remembered
