@@ -73,8 +73,10 @@ def _not_implemented(exc: BaseException) -> BaseException | None:
     return None
 
 
-def drive_compilation(qdq: QdqArtifacts, case: ModelCase, target: Target, out_dir: Path) -> list[Path]:
-    """Run genai_pipeline's compilation stage on the case's QDQ decode graph into ``out_dir``.
+def compile_graph(graph: object, example_inputs: tuple[object, ...], case: ModelCase, target: Target,
+                  out_dir: Path) -> list[Path]:
+    """Run genai_pipeline's compilation stage on one QDQ graph (with its example inputs) into
+    ``out_dir``: the staged flow's decode graph, or genai's own front half's module.
 
     Returns the artifact paths it reports; raises :class:`GenAIUnavailable` when (and only when)
     the stage is not implemented.
@@ -97,8 +99,8 @@ def drive_compilation(qdq: QdqArtifacts, case: ModelCase, target: Target, out_di
     context = (gp.PipelineContext.builder().with_model(case.decoder_model)
                .with_soc(target.soc.name).with_prompt(case.eval_prompt)
                .with_artifact_dir(str(out_dir)).build())
-    prepared = gp.ModelPreparationOutputConfig(example_inputs=qdq.example_inputs(DECODE))
-    quantized = gp.QuantizationOutputConfig(quantized_model=qdq.graph(DECODE))
+    prepared = gp.ModelPreparationOutputConfig(example_inputs=example_inputs)
+    quantized = gp.QuantizationOutputConfig(quantized_model=graph)
     try:
         output = run_compilation(context, prepared, quantized)
     except Exception as e:  # noqa: BLE001 - classified below, re-raised unless not-implemented
@@ -110,6 +112,12 @@ def drive_compilation(qdq: QdqArtifacts, case: ModelCase, target: Target, out_di
     if not paths:
         raise GenAIFlowError("genai_pipeline compilation returned no artifact paths")
     return paths
+
+
+def drive_compilation(qdq: QdqArtifacts, case: ModelCase, target: Target, out_dir: Path) -> list[Path]:
+    """genai_pipeline's compilation stage on the staged flow's QDQ decode graph
+    (:func:`compile_graph`)."""
+    return compile_graph(qdq.graph(DECODE), qdq.example_inputs(DECODE), case, target, out_dir)
 
 
 def build_genai(qdq: QdqArtifacts, case: ModelCase, target: Target, out: Path) -> list[str]:

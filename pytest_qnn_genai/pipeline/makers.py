@@ -70,3 +70,11 @@ def qdq_encodings(pipeline: Pipeline, build: Build) -> object:
     """The encodings of the QDQ graph the flow named by the need's argument built."""
     built = pipeline.artifacts(build.need.arg, build.require_case(), build.require_target())
     return pipeline.qdq_encodings(built.qdq_graph)
+
+
+def genai_qdq(pipeline: Pipeline, build: Build) -> object:
+    """genai's front half on the case, calibrated on the case's prompts."""
+    from pytest_qnn_genai.pipeline.genai import genai_qdq as entry
+
+    return entry(pipeline, build.require_case(), build.require_target())
+

@@ -123,7 +123,7 @@ class Product:
 
     name: str
     per: Per
-    make: str  # "module:function", called as function(pipeline, build)
+    make: str  # "module:function", called as function(pipeline, build); "": not built ahead
     code: tuple[str, ...] = ()
     stage: str = ""  # its cache stage; "" = its name
     built_from: Callable[[Need], tuple[Need, ...]] = _nothing
@@ -135,9 +135,16 @@ class Product:
     def cache_stage(self) -> str:
         return self.stage or self.name
 
+    def check_built_ahead(self) -> None:
+        """One line unless it has a ``make`` (a product only its tests build has none)."""
+        if not self.make:
+            raise UnknownProductError(f"product {self.name!r} is built only by the tests that "
+                                      "ask for it (its key holds what they compute)")
+
     def maker(self) -> Callable[..., object]:
         """Its ``make`` function (imported by name: the functions take the pipeline, which sits
         above this table)."""
+        self.check_built_ahead()
         module, _, function = self.make.partition(":")
         found: object = getattr(importlib.import_module(module), function, None)
         if not callable(found):
@@ -261,6 +268,8 @@ FP32_LOGITS = "fp32-logits"
 TRANSFORMERS_LOGITS = "transformers-logits"
 RUNNERS = "runners-build"
 QDQ_ENCODINGS = "qdq-encodings"
+GENAI_QDQ = "genai-qdq"  # upstream genai_pipeline's model preparation and quantization
+QDQ_WINDOW_LOGITS = "qdq-window-logits"  # any QDQ graph on the flows' comparison windows
 # the token sets of the logits products: the fp32 continuation of the eval prompt, or every
 # held-out window (:func:`pytest_qnn_genai.checks.perplexity.heldout_documents`)
 EVAL = ""
@@ -301,6 +310,12 @@ def _builtin() -> dict[str, Product]:
                 built_from=lambda need: (Need(FP32_REFERENCE, need.case),)),
         Product(RUNNERS, Per.SOURCE, _MAKERS + "runners", ("pytest_qnn_genai.runners.build",), long=True,
                 in_subprocess=True),
+        Product(GENAI_QDQ, Per.CASE_TARGET, _MAKERS + "genai_qdq",
+                ("pytest_qnn_genai.flows.genai_front", "pytest_qnn_genai.stages.recipe"),
+                long=True),
+        Product(QDQ_WINDOW_LOGITS, Per.CASE_TARGET, "",
+                ("pytest_qnn_genai.flows.genai_front", "pytest_qnn_genai.checks.qdq_windows",
+                 "pytest_qnn_genai.stages.prepare", *families.module_names())),
         Product(QDQ_ENCODINGS, Per.CASE_TARGET, _MAKERS + "qdq_encodings",
                 ("pytest_qnn_genai.checks.encodings",),
                 built_from=lambda need: (need.on(product=need.arg, arg=""),)),

@@ -69,6 +69,7 @@ def plan(requests: Iterable[Request], runners_src: Path | None = None) -> list[N
     def add(need: Need | None) -> None:
         if need is None or need in found:
             return
+        products.get(need.product).check_built_ahead()
         for dep in dependencies(need):
             add(dep)
         found[need] = None

@@ -1,0 +1,63 @@
+"""The genai front half's cached products (declared in :mod:`.products`): upstream's model
+preparation and quantization of a case (``genai-qdq``), and any QDQ graph's logits on the
+teacher-forced windows the three flows are compared on (``qdq-window-logits``).
+
+Their builders (:mod:`pytest_qnn_genai.flows.genai_front`) write into a folder and know nothing
+of the cache; these functions give their keys. Hazard: the genai product reads every file of the
+case's folder (upstream's loader takes the folder), so each file's digest is in its key, beside
+executorch's and transformers' versions (upstream's code it runs).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from pytest_qnn_genai.cache import CacheEntry
+from pytest_qnn_genai.files import file_sha256
+from pytest_qnn_genai.flows import genai_front
+from pytest_qnn_genai.pipeline import products
+from pytest_qnn_genai.pipeline.core import Pipeline
+from pytest_qnn_genai.sdk.versions import dist_version
+
+if TYPE_CHECKING:
+    from pytest_qnn_genai.checks.qdq_windows import Windows
+    from pytest_qnn_genai.models.registry import ModelCase
+    from pytest_qnn_genai.targets import Target
+
+
+def genai_qdq(pipeline: Pipeline, case: ModelCase, target: Target,
+              prompts: tuple[str, ...] | None = None
+              ) -> tuple[CacheEntry, genai_front.GenAIQdq]:
+    """genai's front half on ``case`` for ``target``'s builds (``prompts``: calibrate on these
+    instead of the case's): the entry and what it holds."""
+    target = pipeline.build_target(target)
+    files = {p.name: file_sha256(p) for p in sorted(case.folder.iterdir()) if p.is_file()}
+    inputs: dict[str, object] = {
+        "case": case.build_fingerprint(), "folder_sha256": files, "soc": target.soc.name,
+        "backend": target.backend, "prompts": list(prompts) if prompts is not None else None,
+        "executorch": dist_version("executorch"), "transformers": dist_version("transformers")}
+    entry = pipeline.entry(
+        products.GENAI_QDQ, inputs,
+        lambda out: genai_front.build_genai_qdq(case, target, out, prompts),
+        label=f"{case.name} {target.soc.name}-{target.backend}"
+              + (f" ({len(prompts)} prompt)" if prompts is not None else ""))
+    return entry, genai_front.GenAIQdq.load(entry.path)
+
+
+def window_rows(pipeline: Pipeline, case: ModelCase, graph: Path, reader: str,
+                windows: Windows, upstream: tuple[str, ...] = ()) -> list[np.ndarray]:
+    """A QDQ graph's continuation rows of every window (``reader``: genai's module or a
+    static_llama calibration graph), keyed by the graph's bytes."""
+    from pytest_qnn_genai.checks.qdq_windows import load_rows
+
+    def build(out: Path) -> None:
+        prepared = pipeline.prepared(case) if reader == genai_front.STATIC_LLAMA else None
+        genai_front.build_window_rows(graph, reader, windows, out, prepared)
+
+    entry = pipeline.entry(
+        products.QDQ_WINDOW_LOGITS, {"graph_sha256": file_sha256(graph), "reader": reader,
+                                     "windows": windows.ids()},
+        build, upstream, label=f"{case.name} {reader} {graph.name}")
+    return load_rows(entry.path)
