@@ -7,10 +7,13 @@ runner's own ``inference_speed.txt``) must reach the SoC's floors within ``--qnn
 round that ran another workload, or whose inference_speed.txt disagrees with its observer line,
 fails the test (:mod:`pytest_qnn_genai.perf.phone`); a SoC without floors is skipped, never
 passed. ``--qnn-update-golden`` rewrites the SoC's floors as the measured medians (a later run
-within noise passes). The x86 emulator's speed says nothing about a phone,
-so there the gate is relative: two variants run in lockstep in one session, on the same prompt and
-``max_new_tokens``, both through the host runner, call by call (A's prompt pass next to B's, A's
-decode step next to B's: :mod:`pytest_qnn_genai.perf.lockstep`). A pair with a lookahead build,
+within noise passes). A device that runs the x86 HTP simulator (the loopback phone) runs the
+same workload and reports its figures as ``info``: its speed is the simulator's, never a
+phone's, so no floor judges it and no update writes one
+(:func:`pytest_qnn_genai.perf.phone.simulated`). The x86 emulator's speed says nothing about a
+phone, so there the gate is relative: two variants run in lockstep in one session, on the same
+prompt and ``max_new_tokens``, both through the host runner, call by call (A's prompt pass next
+to B's, A's decode step next to B's: :mod:`pytest_qnn_genai.perf.lockstep`). A pair with a lookahead build,
 which only upstream's runner decodes, is gated on upstream's runners instead (the x86-runner
 target or a phone): whole generations, A's next to B's (:class:`~pytest_qnn_genai.perf.gate.
 Interleaved`), each side run as its build says (``--eval_mode 2`` with its window, ngram and
@@ -47,6 +50,8 @@ from pytest_qnn_genai.perf.phone import (
     phone_minimum,
     round_problem_figures,
     round_problems,
+    simulated,
+    simulator_figures,
 )
 
 pytestmark = pytest.mark.perf
@@ -72,6 +77,11 @@ def test_phone_meets_golden_floors(qnn_benchmark, qnn_pipeline, qnn_case, qnn_ta
     soc, backend = qnn_target.soc.name, qnn_target.backend
     path = qnn_settings.golden_dir / "perf" / f"{qnn_case.name}.json"
     golden = qnn_golden_perf.get(qnn_case.name)
+    if simulated(qnn_pipeline.build_target, qnn_target):
+        _simulator_benchmark(qnn_benchmark, qnn_pipeline, qnn_case, qnn_target, qnn_settings,
+                             golden.workload if golden else GoldenWorkload.from_case(qnn_case),
+                             qnn_record)
+        return
     updating = qnn_settings.update_golden
     gated = golden.gated(soc, backend) if golden else ()
     if updating:  # the figures to (re)write; a short prompt's prefill rarely meets the minimum
@@ -105,6 +115,24 @@ def test_phone_meets_golden_floors(qnn_benchmark, qnn_pipeline, qnn_case, qnn_ta
                         *round_problem_figures(result.rounds)],
                values=_context(result.values()),
                note=f"workload {workload.prompt!r} --seq_len {workload.seq_len}")
+    assert not failures, "\n".join(failures)
+
+
+def _simulator_benchmark(benchmark, pipeline, case, target, settings, workload, record) -> None:
+    """The floors' workload on a device that runs the x86 simulator: every figure ``info``
+    (failed only when it is no measurement), rounds that ran another workload still fail, and
+    ``--qnn-update-golden`` writes nothing (a simulator's speed is no phone's floor)."""
+    run = partial(pipeline.run, case, target)
+    result = benchmark(phone_generation(run, case.path("tokenizer_model"), workload),
+                       minimum=phone_minimum(settings, ()))
+    figures = simulator_figures(result.figures())
+    record("perf", [*figures, *round_problem_figures(result.rounds)],
+           values=_context(result.values()),
+           note=f"{target.device} runs the x86 HTP simulator: informational figures, no phone "
+                f"floor; workload {workload.prompt!r} --seq_len {workload.seq_len}")
+    if settings.update_golden:
+        print(f"{target.id}: no floors written: the device runs the x86 HTP simulator")
+    failures = round_problems(result.rounds) + [str(f) for f in figures if f.failed]
     assert not failures, "\n".join(failures)
 
 

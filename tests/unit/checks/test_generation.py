@@ -6,6 +6,7 @@ import dataclasses
 import numpy as np
 
 from pytest_qnn_genai.checks.generation import judged_generation, lookahead_matches_hybrid
+from pytest_qnn_genai.checks.parity import failures
 from pytest_qnn_genai.runtime.result import PerfStats, RunResult
 
 
@@ -19,27 +20,36 @@ def _run(tokens: list[int], text: str = " a b c", kv_text: str | None = " a b c"
 
 
 def test_consistent_runs_pass() -> None:
-    assert all(c.ok for c in judged_generation(_run([3, 5, 2]), on_phone=True))
-    assert len(judged_generation(_run([3, 5, 2], kv_text=None), on_phone=False)) == 1
+    assert all(c.ok for c in judged_generation(_run([3, 5, 2]), " a b c"))
 
 
-def test_tokens_that_are_not_the_logits_greedy_path_fail() -> None:
-    (check,) = judged_generation(_run([3, 6, 2]), on_phone=False)
-    assert not check.ok and check.delta == "step 1" and "argmax [5, 2]" in check.detail
-    (short,) = judged_generation(_run([3, 5]), on_phone=False)
-    assert not short.ok
+def test_ids_that_are_not_what_the_runner_wrote_fail() -> None:
+    """The judged ids decode to another text than the runner's kv-mode outputs.txt (a dump read
+    with another dtype, rows shifted, ...): the first row fails and says where."""
+    check = judged_generation(_run([3, 6, 2]), " a x c")[0]
+    assert not check.ok and check.delta == "char 3" and "runner: ' a b c'" in check.detail
+    message = failures([check])
+    assert message.startswith("runner's kv-mode text = the judged ids decoded is ' a x c' "
+                              "(against ' a b c'; difference char 3), which fails the text the "
+                              "runner itself wrote (kv-mode outputs.txt).")
 
 
-def test_on_a_phone_the_hybrid_text_must_be_the_kv_runs() -> None:
-    checks = judged_generation(_run([3, 5, 2], kv_text=" a b d"), on_phone=True)
+def test_the_eos_piece_the_runner_strips_is_not_a_difference() -> None:
+    run = dataclasses.replace(_run([3, 5, 2]), extra={"kv_text": " a b", "kv_eos_piece": "</s>"},
+                              text=" a b")
+    assert all(c.ok for c in judged_generation(run, " a b</s>"))
+
+
+def test_the_hybrid_text_must_be_the_kv_runs() -> None:
+    checks = judged_generation(_run([3, 5, 2], kv_text=" a b d"), " a b d")
     assert [c.ok for c in checks] == [True, False]
-    missing = judged_generation(_run([3, 5, 2], kv_text=None), on_phone=True)
-    assert [c.ok for c in missing] == [True, False]
+    missing = judged_generation(_run([3, 5, 2], kv_text=None), " a b c")
+    assert [c.ok for c in missing] == [False, False]
 
 
 def test_a_run_without_logits_fails() -> None:
     run = dataclasses.replace(_run([3, 5, 2]), logits=None)
-    assert [c.ok for c in judged_generation(run, on_phone=True)] == [False]
+    assert [c.ok for c in judged_generation(run, " a b c")] == [False]
 
 
 def test_the_runners_prompt_path_is_held_to_the_harness_ids() -> None:
