@@ -11,10 +11,12 @@ process, every kv-mode dump), so it is no check.
 """
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING
 
 import numpy as np
 
+from pytest_qnn_genai import figures
 from pytest_qnn_genai.checks.parity import Check
 
 if TYPE_CHECKING:
@@ -118,4 +120,42 @@ def lookahead_matches_hybrid(lookahead: RunResult, hybrid: RunResult) -> list[Ch
         Check("lookahead tokens produced = hybrid's", produced[1], produced[0],
               ok=produced[0] == produced[1], judge="the hybrid run's count",
               name="lookahead_tokens_produced"),
+    ]
+
+
+# lhd_token_generator.cpp's closing ET_LOG line (a runner built with logging writes it to its log)
+_LOOKAHEAD_LINE = re.compile(r"Lookahead Decoding: n_generated = (\d+) / n_accept = (\d+)")
+
+
+def lookahead_accepted(log_text: str) -> tuple[int, int] | None:
+    """``(n_generated, n_accept)`` of the last lookahead generation a runner's log reports: the
+    tokens it generated and how many of them its verification branch accepted from a candidate
+    n-gram (each one a decode step saved); None when the log has no such line (``ET_LOG``
+    compiled out, or a phone whose log goes to logcat)."""
+    found = _LOOKAHEAD_LINE.findall(log_text)
+    return (int(found[-1][0]), int(found[-1][1])) if found else None
+
+
+def lookahead_gains(lookahead: RunResult, hybrid: RunResult, accepted: tuple[int, int] | None,
+                    min_accepted: int, min_speed_ratio: float | None, source: str) -> list[Check]:
+    """What lookahead decoding is for: tokens accepted from its n-gram candidates (the runner's
+    own count, ``accepted``: :func:`lookahead_accepted`) at least ``min_accepted`` and never 0,
+    and its decode rate against the hybrid build's of the same flow at least ``min_speed_ratio``
+    (None: reported, judged by nothing); ``source`` says where both bounds come from."""
+    floor = max(1, min_accepted)
+    n = None if accepted is None else accepted[1]
+    rate_l, rate_h = lookahead.perf.decode_tok_s, hybrid.perf.decode_tok_s
+    ratio = rate_l / rate_h if rate_h > 0 else float("nan")
+    return [
+        Check("lookahead tokens accepted (runner's count)", floor, n, ok=n is not None and n >= floor,
+              judge=f"≥ {floor} ({source})", name="lookahead_accepted_tokens", bound=floor,
+              rule=figures.AT_LEAST, better=figures.HIGHER,
+              detail="" if accepted is not None else "the runner's log has no \"Lookahead "
+              "Decoding: n_generated = .. / n_accept = ..\" line (a runner built without ET_LOG?)"),
+        Check("lookahead / hybrid decode tok/s", round(rate_h, 3), round(rate_l, 3),
+              round(ratio, 4), ok=min_speed_ratio is None or ratio >= min_speed_ratio,
+              info=min_speed_ratio is None,
+              judge="" if min_speed_ratio is None else f"ratio ≥ {min_speed_ratio:g} ({source})",
+              name="lookahead_decode_speed_ratio", bound=min_speed_ratio,
+              rule="" if min_speed_ratio is None else figures.AT_LEAST, better=figures.HIGHER),
     ]

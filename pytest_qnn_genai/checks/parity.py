@@ -305,39 +305,50 @@ def first_difference(legacy: np.ndarray, new: np.ndarray) -> tuple[int, str]:
                    f"SQNR {numerics.sqnr_db(a, b):.3f} dB")
 
 
-def compare_runs(legacy: RunResult, new: RunResult, tolerance: ParityTolerance = EXACT,
-                 require_same_tokens: bool = True) -> list[Check]:
-    """Two ``RunResult``s of the same prompt: the dequantized logits of every step up to (and
-    including) the first divergent token, bit-equal (or, under a case's ``tolerance``, the min
-    per-step cosine and the SQNR above its floors), and the greedy tokens."""
-    a, b = list(legacy.tokens), list(new.tokens)
-    same = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
-    n = min(same + 1, len(a), len(b))
-    la, lb = np.asarray(legacy.logits)[:n], np.asarray(new.logits)[:n]
+def compare_logits(legacy: np.ndarray, new: np.ndarray, tolerance: ParityTolerance = EXACT,
+                   what: str = "logits", name: str = "") -> list[Check]:
+    """Two flows' logits of the same inputs (``[rows, vocab]``): bit-equal, or, under a case's
+    ``tolerance``, the min per-row cosine and the SQNR above its floors (the rest shown).
+    ``what`` labels the rows, ``name`` prefixes the figures' names."""
+    la, lb = np.asarray(legacy), np.asarray(new)
+    n = len(la)
     changed, differ = first_difference(la, lb)
     sqnr = numerics.sqnr_db(la, lb) if la.shape == lb.shape else -math.inf
     why = f" (case tolerance: {tolerance.reason})" if tolerance.reason else ""
     if tolerance.min_logits_sqnr_db is None and tolerance.min_row_cosine is None:
-        checks = [Check(f"logits bit-equal ({n} steps): values that differ", 0, changed,
-                        f"SQNR {sqnr:.3f} dB" if changed else "", ok=not changed, detail=differ,
-                        judge="bit-equal to legacy's", name="logits_values_differing",
-                        bound=0, rule=figures.EQUAL, better=figures.LOWER),
-                  Check("logits SQNR dB", "ref", sqnr, info=True, name="sqnr_db",
-                        better=figures.HIGHER)]
-    else:  # a case's tolerance: floors on what it names, the rest shown
-        cos = float(numerics.rowwise_cosine(la, lb).min()) if la.shape == lb.shape else -1.0
-        min_cos, min_db = tolerance.min_row_cosine, tolerance.min_logits_sqnr_db
-        checks = [Check(f"logits per-step cosine (min, {n} steps)", "ref", cos,
-                        "" if min_cos is None else f"floor {min_cos:g}",
-                        ok=min_cos is None or cos >= min_cos, info=min_cos is None,
-                        detail=differ, judge="" if min_cos is None else f"≥ {min_cos:g}{why}",
-                        name="min_row_cosine", bound=min_cos, tolerance=tolerance.reason,
-                        rule="" if min_cos is None else figures.AT_LEAST, better=figures.HIGHER),
-                  Check("logits SQNR dB", "ref", sqnr, "" if min_db is None else f"floor {min_db:g}",
-                        ok=min_db is None or sqnr >= min_db, info=min_db is None, detail=differ,
-                        judge="" if min_db is None else f"≥ {min_db:g} dB{why}", name="sqnr_db",
-                        bound=min_db, rule="" if min_db is None else figures.AT_LEAST,
-                        better=figures.HIGHER, tolerance=tolerance.reason)]
+        size = (f"max |diff| {numerics.max_abs(la, lb):.3g}, SQNR {sqnr:.1f} dB"
+                if changed and la.shape == lb.shape else "")
+        return [Check(f"{what} values that differ (of {n} rows)", "", changed, size,
+                      ok=not changed, detail=differ,
+                      judge="bit-equal to legacy's", name=f"{name}logits_values_differing",
+                      bound=0, rule=figures.EQUAL, better=figures.LOWER),
+                Check(f"{what} SQNR dB", "ref", sqnr, info=True, name=f"{name}sqnr_db",
+                      better=figures.HIGHER)]
+    # a case's tolerance: floors on what it names, the rest shown
+    cos = float(numerics.rowwise_cosine(la, lb).min()) if la.shape == lb.shape else -1.0
+    min_cos, min_db = tolerance.min_row_cosine, tolerance.min_logits_sqnr_db
+    return [Check(f"{what} per-row cosine (min, {n} rows)", "ref", cos,
+                  "" if min_cos is None else f"floor {min_cos:g}",
+                  ok=min_cos is None or cos >= min_cos, info=min_cos is None,
+                  detail=differ, judge="" if min_cos is None else f"≥ {min_cos:g}{why}",
+                  name=f"{name}min_row_cosine", bound=min_cos, tolerance=tolerance.reason,
+                  rule="" if min_cos is None else figures.AT_LEAST, better=figures.HIGHER),
+            Check(f"{what} SQNR dB", "ref", sqnr, "" if min_db is None else f"floor {min_db:g}",
+                  ok=min_db is None or sqnr >= min_db, info=min_db is None, detail=differ,
+                  judge="" if min_db is None else f"≥ {min_db:g} dB{why}", name=f"{name}sqnr_db",
+                  bound=min_db, rule="" if min_db is None else figures.AT_LEAST,
+                  better=figures.HIGHER, tolerance=tolerance.reason)]
+
+
+def compare_runs(legacy: RunResult, new: RunResult, tolerance: ParityTolerance = EXACT,
+                 require_same_tokens: bool = True) -> list[Check]:
+    """Two ``RunResult``s of the same prompt: the dequantized logits of every step up to (and
+    including) the first divergent token (:func:`compare_logits`: bit-equal unless a case's
+    ``tolerance`` says otherwise), and the greedy tokens."""
+    a, b = list(legacy.tokens), list(new.tokens)
+    same = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+    n = min(same + 1, len(a), len(b))
+    checks = compare_logits(np.asarray(legacy.logits)[:n], np.asarray(new.logits)[:n], tolerance)
     tok = Check("greedy tokens", f"{len(a)} tokens", f"{len(b)} tokens",
                 "identical" if a == b else f"first differs at step {same}",
                 ok=a == b or not require_same_tokens,

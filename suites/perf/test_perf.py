@@ -33,7 +33,7 @@ import pytest
 
 from pytest_qnn_genai import figures as judged
 from pytest_qnn_genai import progress
-from pytest_qnn_genai.checks import numerics, parity
+from pytest_qnn_genai.checks import agreement, numerics, parity
 from pytest_qnn_genai.golden.perf import GoldenPerf, GoldenWorkload, update_golden
 from pytest_qnn_genai.models.case import FLOW_VARIANTS
 from pytest_qnn_genai.perf.benchmark import (
@@ -213,12 +213,22 @@ def test_relative_gate(qnn_ab_pair, qnn_pipeline, qnn_sdk, qnn_case, qnn_target,
     assert not failures, "\n".join(failures)
 
 
+# B may keep this much less of the fp32 model than A on the eval prompt. The pairs measure B - A
+# = 0 where both compute the same quantised graph (legacy:new, ar8:new) and -0.09 / -0.17 dB
+# for an 8-bit KV cache against a 16-bit one (kv16:new, stories260k / llama3_2_toy), greedy
+# agreement equal in every pair (README, "A/B pairs"): the SQNR bound sits above the largest
+# measured loss, the agreement bound at the measurement.
+AB_MAX_SQNR_LOSS_DB = 0.3
+AB_MAX_AGREEMENT_LOSS = 0.0
+AB_BOUND_SOURCE = "measured A/B pairs, README 'A/B pairs'"
+
+
 @pytest.mark.emulator
 def test_ab_accuracy_deltas(qnn_ab_pair, qnn_pipeline, qnn_sdk, qnn_case, qnn_target,
                             qnn_parity, qnn_record) -> None:
     """How much of the fp32 model each side of the A/B pair keeps on the eval prompt (logits SQNR
-    against fp32 teacher-forced on the side's own tokens, greedy agreement with fp32): reported
-    with B - A, judged by nothing (the gate suite and the parity suite judge accuracy)."""
+    against fp32 teacher-forced on the side's own tokens, greedy agreement with fp32), B held to
+    A's within the measured bounds above (``checks.agreement.ab_accuracy``)."""
     a, b = qnn_ab_pair
     _variants(qnn_case, a, b)
     lookahead = _lookahead_sides(qnn_case, a, b)
@@ -226,19 +236,14 @@ def test_ab_accuracy_deltas(qnn_ab_pair, qnn_pipeline, qnn_sdk, qnn_case, qnn_ta
         pytest.skip(f"{', '.join(lookahead)} is a lookahead build: its text is held to the hybrid "
                     "build's greedy text (suites/perf/test_lookahead.py), no logits are dumped")
     prepared = qnn_pipeline.prepared(qnn_case)
-    figures = {}
+    kept = {}
     for name in (a, b):
         run = qnn_pipeline.run_pte(qnn_case, qnn_target,
                                    qnn_pipeline.variant_pte(qnn_case, name, qnn_target))
-        figures[name] = numerics.accuracy_vs_reference(run, prepared.reference_logits)
-    checks = [parity.Check(f"A/B {a} vs {b}: {label}", figures[a][key], figures[b][key],
-                           round(figures[b][key] - figures[a][key], 4), info=True,
-                           name=f"ab_{b}_vs_{a}_{name}", better=judged.HIGHER)
-              for key, label, name in (("sqnr_db", "logits SQNR vs fp32 dB", "sqnr_vs_fp32_db"),
-                                       ("greedy_agreement", "greedy agreement with fp32",
-                                        "greedy_agreement_vs_fp32"))]
+        kept[name] = numerics.accuracy_vs_reference(run, prepared.reference_logits)
+    checks = agreement.ab_accuracy(a, b, kept[a], kept[b], AB_MAX_SQNR_LOSS_DB,
+                                   AB_MAX_AGREEMENT_LOSS, AB_BOUND_SOURCE)
     qnn_parity.add(checks, prefix=f"[{qnn_case.name} {qnn_target.id}] ")
-    qnn_record("perf", checks, values={f"{n}_steps": f["steps"] for n, f in figures.items()},
-               note=f"A/B {b} vs {a}: accuracy against fp32, informational")
-    for name, f in figures.items():  # a measurement that did not happen is no figure
-        assert f["steps"] >= 1 and f["sqnr_db"] == f["sqnr_db"], (name, f)
+    qnn_record("perf", checks, values={f"{n}_steps": f["steps"] for n, f in kept.items()},
+               note=f"A/B {b} vs {a}: accuracy against fp32, B held to A's")
+    assert all(c.ok for c in checks), parity.failures(checks)

@@ -112,3 +112,35 @@ def test_a_lookahead_text_is_held_to_the_hybrid_greedy_text() -> None:
     assert rows[0].figure().verdict == "fail"
     longer = lookahead_matches_hybrid(_text_run(text + " and", 13), _text_run(text, 12))
     assert [c.ok for c in longer] == [False, False]
+
+
+def _rate_run(decode_tok_s: float) -> RunResult:
+    return RunResult([1, 2], [], " a", PerfStats(2, 12, 0.1, 10.0, decode_tok_s, 0.5))
+
+
+def test_lookahead_is_judged_on_the_tokens_the_runner_accepted_and_its_speed() -> None:
+    """The runner's own n_accept: more than none and at least the measured count; the decode
+    rate against the hybrid build's at least the measured share. The stand-in runner's line (it
+    accepts nothing) fails, as does a log without the line and a slower decode."""
+    from pytest_qnn_genai.checks.generation import lookahead_accepted, lookahead_gains
+
+    log = ("I 00:00:01.000 executorch:lhd_token_generator.cpp:415] Lookahead Decoding: "
+           "n_generated = 50 / n_accept = 21\n")
+    assert lookahead_accepted("noise\n" + log) == (50, 21)
+    assert lookahead_accepted("no lookahead here") is None
+    la, hy = _rate_run(12.0), _rate_run(30.0)
+    ok = lookahead_gains(la, hy, (50, 21), 21, 0.35, "measured")
+    assert all(c.ok for c in ok) and ok[1].delta == 0.4
+    none = lookahead_gains(la, hy, lookahead_accepted(
+        "Lookahead Decoding: n_generated = 50 / n_accept = 0"), 0, 0.35, "m")
+    assert [c.ok for c in none] == [False, True]  # zero accepted never passes
+    assert failures(none[:1]) == ("lookahead tokens accepted (runner's count) is 0 (against 1), "
+                                  "which fails ≥ 1 (m).")
+    fewer = lookahead_gains(la, hy, (50, 20), 21, 0.35, "measured")
+    assert [c.ok for c in fewer] == [False, True]
+    silent = lookahead_gains(la, hy, None, 21, 0.35, "measured")
+    assert not silent[0].ok and "no \"Lookahead Decoding" in silent[0].detail
+    slower = lookahead_gains(_rate_run(9.0), hy, (50, 21), 21, 0.35, "measured")
+    assert [c.ok for c in slower] == [True, False]
+    phone = lookahead_gains(_rate_run(9.0), hy, (50, 21), 21, None, "measured")
+    assert phone[1].info and phone[1].ok  # no share measured there: reported only
