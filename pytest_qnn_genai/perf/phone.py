@@ -33,7 +33,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from pytest_qnn_genai.figures import Figure, measured, problem
+from pytest_qnn_genai.figures import HIGHER, Figure, direction, info, measured, problem
 from pytest_qnn_genai.perf.benchmark import Minimum, RunCase, observed_inference_speed
 from pytest_qnn_genai.runtime.result import PerfStats
 
@@ -122,8 +122,13 @@ def simulated(build_target: Callable[[Target], Target], target: Target) -> bool:
 
 
 def simulator_figures(figures: dict[str, float]) -> list[Figure]:
-    """A simulator device's speed figures: ``info`` while each is a measurement (> 0), as the
-    emulator's (:func:`pytest_qnn_genai.figures.measured`), labelled so a reader sees why no
-    floor judged them."""
-    return [measured(k, v, label=f"{k} (x86 HTP simulator: info, no phone floor)")
-            for k, v in figures.items()]
+    """A simulator device's speed figures, labelled so a reader sees why no floor judged them:
+    ``info``, a rate failed only when it is no measurement (0: nothing ran,
+    :func:`pytest_qnn_genai.figures.measured`); a duration may be 0 (a runner's millisecond
+    clock), so it is only reported."""
+    out = []
+    for k, v in figures.items():
+        label = f"{k} (x86 HTP simulator: info, no phone floor)"
+        out.append(measured(k, v, label=label) if direction(k) == HIGHER else
+                   info(k, v, better=direction(k), label=label))
+    return out
