@@ -45,9 +45,11 @@ pytestmark = pytest.mark.perf
 FLOWS = ("legacy", "new")  # llama.py's lookahead build, the staged flow's (prebuild/plan.py too)
 # (case, variant) -> on the x86 simulator: the tokens the runner accepted over the eval prompt's
 # generation (exact: greedy decoding of one program; stories260k accepts 11 of its 47 decoded
-# tokens), and a floor under the lookahead / hybrid decode-rate share measured there (0.97 to
-# 1.23 over five runs, other processes sharing the cores: the floor keeps that noise out).
-MEASURED = {("stories260k", "lookahead"): (11, 0.8)}
+# tokens, both flows' builds), and a floor under the lookahead / hybrid decode-rate share measured
+# there: one generation each, with other processes on the cores, the share measured 0.78 to 1.23
+# over eight runs, so the floor sits where that noise stays above it and a lookahead path at half
+# the hybrid's rate does not.
+MEASURED = {("stories260k", "lookahead"): (11, 0.5)}
 MEASURED_SOURCE = "measured on the x86 simulator, suites/perf/test_lookahead.py MEASURED"
 
 
