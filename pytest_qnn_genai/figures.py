@@ -105,8 +105,14 @@ class Figure:
         return float(v)
 
     def __str__(self) -> str:
-        judged = f" ({self.judge})" if self.judge else ""
-        return f"{self.title} = {self.value!r}: {self.verdict}{judged}"
+        """The verdict as one sentence: the figure, its value, and what held it (the threshold
+        and its source, from ``judge``)."""
+        ref = f" (against {self.reference!r})" if self.reference not in (None, "") else ""
+        if self.verdict == INFO:
+            return f"{self.title} is {self.value!r}{ref}, judged by nothing (info)."
+        said = {PASS: "which meets", FAIL: "which fails",
+                INCONCLUSIVE: "which could not be told against"}[self.verdict]
+        return f"{self.title} is {self.value!r}{ref}, {said} {self.judge}."
 
     def to_dict(self) -> FigureDict:
         return cast("FigureDict", asdict(self))  # its fields, by name

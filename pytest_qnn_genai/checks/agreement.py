@@ -157,3 +157,27 @@ def pte_size(size_bytes: int, max_bytes: int, source: str) -> Check:
     return Check(".pte size bytes", "", size_bytes, ok=0 < size_bytes <= max_bytes,
                  judge=f"≤ {max_bytes} bytes ({source})", name="pte_bytes", bound=max_bytes,
                  rule=figures.AT_MOST, better=figures.LOWER)
+
+
+def ab_accuracy(a: str, b: str, kept_a: Mapping[str, float], kept_b: Mapping[str, float],
+                max_sqnr_loss_db: float, max_agreement_loss: float, source: str) -> list[Check]:
+    """How much of the fp32 model each side of an A/B pair keeps (``kept_*``:
+    :func:`numerics.accuracy_vs_reference`), B held to A's: B's logits SQNR against fp32 at most
+    ``max_sqnr_loss_db`` under A's, its greedy agreement at most ``max_agreement_loss`` under
+    (``source``: where the bounds come from). A figure that is not a number (no steps, NaN)
+    fails: it is no measurement."""
+    rows = []
+    for key, label, name, loss, unit in (
+            ("sqnr_db", "logits SQNR vs fp32 dB", "sqnr_vs_fp32_db", max_sqnr_loss_db, " dB"),
+            ("greedy_agreement", "greedy agreement with fp32", "greedy_agreement_vs_fp32",
+             max_agreement_loss, "")):
+        va, vb = float(kept_a[key]), float(kept_b[key])
+        delta = vb - va
+        measured = kept_a.get("steps", 0) >= 1 and kept_b.get("steps", 0) >= 1
+        rows.append(Check(f"A/B {a} vs {b}: {label}", va, vb, round(delta, 4),
+                          ok=measured and delta >= -loss,
+                          judge=f"B − A ≥ −{loss:g}{unit} ({source})", name=f"ab_{b}_vs_{a}_{name}",
+                          bound=-loss, rule=figures.AT_LEAST, better=figures.HIGHER,
+                          detail="" if measured else f"steps: {a} {kept_a.get('steps')}, "
+                                                     f"{b} {kept_b.get('steps')}"))
+    return rows

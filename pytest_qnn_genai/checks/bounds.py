@@ -14,6 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from pytest_qnn_genai.models.spec import EXACT, ParityTolerance
+
 if TYPE_CHECKING:
     from pytest_qnn_genai.models.case import ModelCase
 
@@ -69,3 +71,9 @@ def pte_bytes(case: ModelCase) -> Bound:
     :data:`DEFAULT_PTE_CHECKPOINT_RATIO` × its checkpoint's bytes."""
     size = case.path("checkpoint").stat().st_size
     return bound(case, "max_pte_bytes", default=round(DEFAULT_PTE_CHECKPOINT_RATIO * size))
+
+
+def parity_tolerance(case: ModelCase, a: str, b: str) -> ParityTolerance:
+    """How far builds ``a`` and ``b`` of ``case`` may differ: its spec's ``parity["a:b"]``, else
+    :data:`~pytest_qnn_genai.models.spec.EXACT` (identical encodings, bit-equal outputs)."""
+    return case.gate.parity.get(f"{a}:{b}", EXACT)

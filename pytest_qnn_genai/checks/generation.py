@@ -1,46 +1,54 @@
 """The generation a gate judges must be the one it reports.
 
-On the x86 emulator one run gives the tokens, the text and the logits, so the tokens are the greedy
-path of the logits (argmax per row; the runner takes the first maximum of the raw values, and
-dequantizing with a positive scale keeps the order). On a phone ``qnn_llama_runner`` dumps logits
-only in kv mode, so the logits and the exact ids come from a second, kv-mode run of the same
-program and the text from the hybrid run (eval_mode 1) a user would run: the two runs must have
-written the same text, else the gate would judge one generation and report another.
+On upstream's runners (the x86-runner target, a phone) ``qnn_llama_runner`` dumps logits only in
+kv mode, so the judged logits and the exact ids (their argmax) come from a kv-mode run of the
+program and the reported text from the hybrid run (eval_mode 1) a user would run. What the runner
+itself says is the evidence: the kv-mode run's own text (its outputs.txt) must be the judged ids
+decoded with the case's tokenizer, and the hybrid run must have written that same text; else
+the gate would judge one generation and report another. Hazard: "tokens = argmax of their
+logits" cannot fail where the tokens are defined as that argmax (the host runner in this
+process, every kv-mode dump), so it is no check.
 """
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING
 
 import numpy as np
 
+from pytest_qnn_genai import figures
 from pytest_qnn_genai.checks.parity import Check
 
 if TYPE_CHECKING:
     from pytest_qnn_genai.runtime.result import RunResult
 
 
-def judged_generation(run: RunResult, on_phone: bool) -> list[Check]:
-    """Rows (reference in ``legacy``, the run's own in ``new``): tokens vs the logits' greedy
-    path; on a phone, the hybrid run's text vs the kv-mode run's."""
+def judged_generation(run: RunResult, decoded: str) -> list[Check]:
+    """Rows (reference in ``legacy``, the judged run's in ``new``) for a run of upstream's runner
+    with its kv-mode logits: the kv-mode run's own text vs ``decoded`` (the judged ids decoded with
+    the case's tokenizer, the EOS piece the runner strips removed) and the hybrid run's text vs
+    the kv-mode run's. (The ids' count is the dump's rows, which ``devices.llama_runs`` already
+    holds to the runner's observer count.)"""
     if run.logits is None:
         return [Check("logits of the generation", "present", "missing", ok=False,
                       judge="the run dumped logits", name="logits_present")]
-    greedy = [int(t) for t in np.argmax(run.logits, axis=1)]
-    first = next((i for i, (a, b) in enumerate(zip(greedy, run.tokens)) if a != b),
-                 min(len(greedy), len(run.tokens)))
-    checks = [Check("tokens = argmax of their logits", f"{len(greedy)} rows",
-                    f"{len(run.tokens)} tokens", "" if greedy == run.tokens else f"step {first}",
-                    ok=greedy == run.tokens,
-                    detail="" if greedy == run.tokens else
-                    f"argmax {greedy[first:first + 8]}\ntokens {run.tokens[first:first + 8]}",
-                    judge="argmax of each logits row", name="tokens_are_greedy_path")]
-    if on_phone:
-        kv = run.extra.get("kv_text")
-        checks.append(Check("hybrid run's text = kv-mode run's", kv, run.text,
-                            ok=kv is not None and kv == run.text,
-                            detail=f"hybrid: {run.text!r}\nkv:     {kv!r}",
-                            judge="the kv-mode run's text", name="hybrid_text_is_kv_text"))
-    return checks
+    kv = run.extra.get("kv_text")
+    eos = run.extra.get("kv_eos_piece")
+    ids_text = decoded.removesuffix(eos) if isinstance(eos, str) and eos else decoded
+    first = next((i for i, (a, b) in enumerate(zip(ids_text, str(kv))) if a != b),
+                 min(len(ids_text), len(str(kv))))
+    return [
+        Check("runner's kv-mode text = the judged ids decoded", kv, ids_text,
+              "" if kv == ids_text else f"char {first}", ok=kv is not None and kv == ids_text,
+              judge="the text the runner itself wrote (kv-mode outputs.txt)",
+              name="runner_text_is_judged_ids",
+              detail="" if kv == ids_text else f"runner: {str(kv)[max(0, first - 20):first + 40]!r}"
+                                               f"\nids:    {ids_text[max(0, first - 20):first + 40]!r}"),
+        Check("hybrid run's text = kv-mode run's", kv, run.text,
+              ok=kv is not None and kv == run.text,
+              detail=f"hybrid: {run.text!r}\nkv:     {kv!r}",
+              judge="the kv-mode run's text", name="hybrid_text_is_kv_text"),
+    ]
 
 
 def _runner_rows(run: RunResult) -> np.ndarray | None:
@@ -112,4 +120,42 @@ def lookahead_matches_hybrid(lookahead: RunResult, hybrid: RunResult) -> list[Ch
         Check("lookahead tokens produced = hybrid's", produced[1], produced[0],
               ok=produced[0] == produced[1], judge="the hybrid run's count",
               name="lookahead_tokens_produced"),
+    ]
+
+
+# lhd_token_generator.cpp's closing ET_LOG line (a runner built with logging writes it to its log)
+_LOOKAHEAD_LINE = re.compile(r"Lookahead Decoding: n_generated = (\d+) / n_accept = (\d+)")
+
+
+def lookahead_accepted(log_text: str) -> tuple[int, int] | None:
+    """``(n_generated, n_accept)`` of the last lookahead generation a runner's log reports: the
+    tokens it generated and how many of them its verification branch accepted from a candidate
+    n-gram (each one a decode step saved); None when the log has no such line (``ET_LOG``
+    compiled out, or a phone whose log goes to logcat)."""
+    found = _LOOKAHEAD_LINE.findall(log_text)
+    return (int(found[-1][0]), int(found[-1][1])) if found else None
+
+
+def lookahead_gains(lookahead: RunResult, hybrid: RunResult, accepted: tuple[int, int] | None,
+                    min_accepted: int, min_speed_ratio: float | None, source: str) -> list[Check]:
+    """What lookahead decoding is for: tokens accepted from its n-gram candidates (the runner's
+    own count, ``accepted``: :func:`lookahead_accepted`) at least ``min_accepted`` and never 0,
+    and its decode rate against the hybrid build's of the same flow at least ``min_speed_ratio``
+    (None: reported, judged by nothing); ``source`` says where both bounds come from."""
+    floor = max(1, min_accepted)
+    n = None if accepted is None else accepted[1]
+    rate_l, rate_h = lookahead.perf.decode_tok_s, hybrid.perf.decode_tok_s
+    ratio = rate_l / rate_h if rate_h > 0 else float("nan")
+    return [
+        Check("lookahead tokens accepted (runner's count)", floor, n, ok=n is not None and n >= floor,
+              judge=f"≥ {floor} ({source})", name="lookahead_accepted_tokens", bound=floor,
+              rule=figures.AT_LEAST, better=figures.HIGHER,
+              detail="" if accepted is not None else "the runner's log has no \"Lookahead "
+              "Decoding: n_generated = .. / n_accept = ..\" line (a runner built without ET_LOG?)"),
+        Check("lookahead / hybrid decode tok/s", round(rate_h, 3), round(rate_l, 3),
+              round(ratio, 4), ok=min_speed_ratio is None or ratio >= min_speed_ratio,
+              info=min_speed_ratio is None,
+              judge="" if min_speed_ratio is None else f"ratio ≥ {min_speed_ratio:g} ({source})",
+              name="lookahead_decode_speed_ratio", bound=min_speed_ratio,
+              rule="" if min_speed_ratio is None else figures.AT_LEAST, better=figures.HIGHER),
     ]

@@ -37,3 +37,13 @@ def llm_wrappers() -> ModuleType:
 
     module: ModuleType = llm_wrappers
     return module
+
+
+def llama_script() -> ModuleType:
+    """The example's ``llama`` script module (``_build_parser``: the options ``llama.py`` parses
+    its argv with)."""
+    torchtune.install()
+    from executorch.examples.qualcomm.oss_scripts.llama import llama
+
+    module: ModuleType = llama
+    return module

@@ -11,6 +11,11 @@ is in them, through ``models/case.py``). Nothing is skipped silently.
 The per-SoC prefill/decode floors stay where they already are per case and per SoC:
 ``golden/perf/<case>.json`` (:mod:`pytest_qnn_genai.golden.perf`), with their provenance.
 
+Two builds that claim one recipe (legacy llama.py and the staged flow, ``legacy:new``) are held
+to identity: identical QDQ encodings and bit-equal outputs. ``"parity": {"legacy:new": {...}}``
+opts one pair into a tolerance (:class:`ParityTolerance`), never without a ``reason``, which the
+parity table and the report print beside the verdict.
+
 A malformed spec (an unknown field, a value of the wrong type or sign, a perplexity phase that
 does not exist) is one :class:`GateSpecError` line naming the field; ``load_case`` prefixes the
 case.
@@ -19,13 +24,37 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields
 
 PHASES = ("fp32", "qdq", "target")  # where perplexity is measured (llama.py's tasks_eval's three)
+FLOWS = ("legacy", "new", "genai")  # the builds a parity pair may name
 
 
 class GateSpecError(ValueError):
     """A ``case.json``'s ``gate`` spec is malformed (one line naming the field)."""
+
+
+@dataclass(frozen=True)
+class ParityTolerance:
+    """How far two builds of one recipe may differ (the default, :data:`EXACT`: not at all).
+
+    ``max_encoding_steps``: each QDQ tensor's range endpoints, in quantisation steps;
+    ``min_logits_sqnr_db``/``min_row_cosine``: the program outputs on the same inputs (None: bit
+    equal); ``reason``: why this pair may differ, printed with every verdict it relaxes."""
+
+    reason: str = ""
+    max_encoding_steps: float = 0.0
+    min_logits_sqnr_db: float | None = None
+    min_row_cosine: float | None = None
+
+    @property
+    def exact(self) -> bool:
+        return (self.max_encoding_steps == 0 and self.min_logits_sqnr_db is None
+                and self.min_row_cosine is None)
+
+
+EXACT = ParityTolerance()
+TOLERANCE_FIELDS = ("reason", "max_encoding_steps", "min_logits_sqnr_db", "min_row_cosine")
 
 
 @dataclass(frozen=True)
@@ -37,6 +66,7 @@ class GateSpec:
     max_pte_bytes: int | None = None
     max_perplexity: dict[str, float] = field(default_factory=dict)  # phase -> word perplexity
     max_target_perplexity_ratio: float | None = None  # target / fp32 word perplexity
+    parity: dict[str, ParityTolerance] = field(default_factory=dict)  # "legacy:new" -> tolerance
     notes: str = ""  # where the numbers come from (measured how, whose bound)
 
 
@@ -49,6 +79,9 @@ FIELDS = {
     "max_perplexity": "word perplexity ceilings on the held-out split, per phase: "
                       "{\"fp32\": .., \"qdq\": .., \"target\": ..}",
     "max_target_perplexity_ratio": "ceiling of the target's word perplexity / fp32's",
+    "parity": "per pair of builds (\"legacy:new\"), a tolerance instead of identity: "
+              "{\"reason\": .., \"max_encoding_steps\": .., \"min_logits_sqnr_db\": .., "
+              "\"min_row_cosine\": ..}",
     "notes": "free text: how the numbers were measured, whose bound they are",
 }
 
@@ -82,6 +115,41 @@ def _perplexity(data: Mapping[str, object]) -> dict[str, float]:
     return {k: _number(f"max_perplexity.{k}", v) for k, v in ppl.items()}
 
 
+def _tolerance(pair: str, data: object) -> ParityTolerance:
+    where = f"gate.parity.{pair}"
+    a, _, b = pair.partition(":")
+    if a not in FLOWS or b not in FLOWS or a == b:
+        raise GateSpecError(f"{where}: a pair is two of {', '.join(FLOWS)} as \"a:b\"")
+    if not isinstance(data, dict):
+        raise GateSpecError(f"{where} must be an object of {', '.join(TOLERANCE_FIELDS)}")
+    unknown = [k for k in data if k not in TOLERANCE_FIELDS]
+    if unknown:
+        raise GateSpecError(f"{where}.{unknown[0]} is not a tolerance field; the fields: "
+                            f"{', '.join(TOLERANCE_FIELDS)}")
+    reason = data.get("reason")
+    if not isinstance(reason, str) or not reason.strip():
+        raise GateSpecError(f"{where}.reason is required: why may these builds differ?")
+    raw = data.get("max_encoding_steps", 0)
+    steps = 0.0 if raw == 0 else _number(f"parity.{pair}.max_encoding_steps", raw)
+    sqnr, cos = data.get("min_logits_sqnr_db"), data.get("min_row_cosine")
+    tolerance = ParityTolerance(
+        reason.strip(), steps,
+        None if sqnr is None else _number(f"parity.{pair}.min_logits_sqnr_db", sqnr),
+        None if cos is None else _number(f"parity.{pair}.min_row_cosine", cos, at_most=1.0))
+    if tolerance.exact:
+        raise GateSpecError(f"{where} relaxes nothing: name a max_encoding_steps, "
+                            "min_logits_sqnr_db or min_row_cosine, or drop the entry")
+    return tolerance
+
+
+def _parity(data: dict[str, object]) -> dict[str, ParityTolerance]:
+    pairs = data.get("parity", {})
+    if not isinstance(pairs, dict):
+        raise GateSpecError(f"gate.parity must be an object of \"a:b\": tolerance, got "
+                            f"{type(pairs).__name__}")
+    return {pair: _tolerance(pair, v) for pair, v in pairs.items()}
+
+
 def parse(data: object) -> GateSpec:
     """``case.json``'s ``gate`` object as a :class:`GateSpec`; every problem one line naming the
     field (:class:`GateSpecError`)."""
@@ -102,7 +170,7 @@ def parse(data: object) -> GateSpec:
         max_pte_bytes=None if pte is None else int(_number("max_pte_bytes", pte, integer=True)),
         max_perplexity=_perplexity(data),
         max_target_perplexity_ratio=_optional(data, "max_target_perplexity_ratio"),
-        notes=notes)
+        parity=_parity(data), notes=notes)
 
 
 def to_json(spec: GateSpec) -> dict[str, object]:
@@ -110,6 +178,11 @@ def to_json(spec: GateSpec) -> dict[str, object]:
     out: dict[str, object] = {}
     for f in fields(spec):
         value = getattr(spec, f.name)
-        if value not in (None, "", {}):
+        if value in (None, "", {}):
+            continue
+        if f.name == "parity":
+            out[f.name] = {pair: {k: v for k, v in asdict(t).items() if v is not None}
+                           for pair, t in value.items()}
+        else:
             out[f.name] = dict(value) if isinstance(value, Mapping) else value
     return out

@@ -16,6 +16,12 @@ device session; each round is a :class:`PhoneRound`: the runner's observer figur
   stats and agree to the 6 digits ``%g``/``<<`` print): a stale file, or a runner whose formula
   changed.
 
+A device that runs QNN's x86 HTP simulator (its programs are the emulator's builds: the loopback
+phone, an x86 Android image) is judged like the emulator (:func:`simulated`,
+:func:`simulator_figures`): its speed is the simulator's, so it is ``info`` and never set
+against a phone's floor, and never written as one. Measured hazard: the loopback phone's 30 tok/s
+decode failed "< floor 1600", a verdict about a phone it is not.
+
 :func:`phone_minimum` bounds the top-up rounds generously: upstream's stories260k workload is
 ~125 decode steps, 78 ms at the 1600 tok/s floor, so ``--qnn-perf-min-seconds 2`` alone takes
 26 rounds, more than ``4 x --qnn-perf-rounds``.
@@ -27,7 +33,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from pytest_qnn_genai.figures import Figure, problem
+from pytest_qnn_genai.figures import HIGHER, Figure, direction, info, measured, problem
 from pytest_qnn_genai.perf.benchmark import Minimum, RunCase, observed_inference_speed
 from pytest_qnn_genai.runtime.result import PerfStats
 
@@ -37,6 +43,7 @@ if TYPE_CHECKING:
     from pytest_qnn_genai.golden.perf import GoldenWorkload
     from pytest_qnn_genai.runtime.result import RunResult
     from pytest_qnn_genai.settings import Settings
+    from pytest_qnn_genai.targets import Target
 
 AGREEMENT = 0.01  # inference_speed.txt vs the observer line (relative)
 PHONE_MAX_ROUNDS = 128  # top-up bound: 2 s of 125 decode steps up to 8000 tok/s
@@ -106,3 +113,22 @@ def phone_generation(run: RunCase, tokenizer_model: Path, workload: GoldenWorklo
 def phone_minimum(settings: Settings, gated: tuple[str, ...]) -> Minimum:
     """The knobs' minimum work on the figures with floors, up to :data:`PHONE_MAX_ROUNDS`."""
     return Minimum.from_settings(settings, gated=gated, max_rounds=PHONE_MAX_ROUNDS)
+
+
+def simulated(build_target: Callable[[Target], Target], target: Target) -> bool:
+    """Whether ``target`` is a device that runs the x86 HTP simulator: a device whose programs
+    are the emulator's builds (``build_target``: ``Pipeline.build_target``, which asks it)."""
+    return not target.is_emulator and build_target(target).is_emulator
+
+
+def simulator_figures(figures: dict[str, float]) -> list[Figure]:
+    """A simulator device's speed figures, labelled so a reader sees why no floor judged them:
+    ``info``, a rate failed only when it is no measurement (0: nothing ran,
+    :func:`pytest_qnn_genai.figures.measured`); a duration may be 0 (a runner's millisecond
+    clock), so it is only reported."""
+    out = []
+    for k, v in figures.items():
+        label = f"{k} (x86 HTP simulator: info, no phone floor)"
+        out.append(measured(k, v, label=label) if direction(k) == HIGHER else
+                   info(k, v, better=direction(k), label=label))
+    return out

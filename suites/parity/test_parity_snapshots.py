@@ -12,7 +12,8 @@ import pytest
 
 from pytest_qnn_genai.checks import parity
 from pytest_qnn_genai.flows import config as flow_config
-from pytest_qnn_genai.runtime.pte_info import compile_options
+from pytest_qnn_genai.hybrid import CALIBRATION
+from pytest_qnn_genai.runtime.pte_info import compile_options, inspect_pte
 
 pytestmark = [pytest.mark.parity, pytest.mark.flow("legacy", "new")]
 
@@ -32,9 +33,19 @@ def test_compile_options_carried_by_both_programs(legacy_artifacts, new_artifact
 
 
 def test_configuration_agreement(qnn_pipeline, qnn_case, qnn_target, built_for,
-                                 legacy_artifacts, snapshot) -> None:
+                                 new_artifacts, snapshot) -> None:
+    """The staged build, read back out of its .pte (methods, IO, constants, compile options) and
+    its quantize record (recipe, calibration prompts), carries what llama.py was told to build:
+    the argv it ran with, parsed by llama.py's own parser (``flows/config.py``)."""
     legacy = qnn_pipeline.legacy(qnn_case, qnn_target)
-    agreement = flow_config.configuration_agreement(qnn_case, built_for, legacy)
+    args = flow_config.parse_legacy_argv(legacy.argv)
+    told = flow_config.legacy_settings(args, legacy.pte.parent,
+                                       flow_config.llama_recipe(args.decoder_model))
+    qdq = qnn_pipeline.qdq(qnn_case, built_for)
+    assert qdq.path(CALIBRATION) == new_artifacts.qdq_graph  # the record of the build compared
+    built = flow_config.staged_settings(inspect_pte(new_artifacts.pte),
+                                        compile_options(new_artifacts.pte), qdq.data)
+    agreement = flow_config.agreement_of(built, told)
     assert not flow_config.disagreements(agreement), "\n".join(
         flow_config.disagreements(agreement))
     assert agreement == snapshot

@@ -6,12 +6,14 @@ stories260k floor is prompt "Once", seq_len 128) and its figures (prefill, decod
 runner's own ``inference_speed.txt``) must reach the SoC's floors within ``--qnn-perf-noise``. A
 round that ran another workload, or whose inference_speed.txt disagrees with its observer line,
 fails the test (:mod:`pytest_qnn_genai.perf.phone`); a SoC without floors is skipped, never
-passed. ``--qnn-update-golden`` rewrites the SoC's floors as the measured medians and judges
-nothing (the test reports *updated*; a later run within noise passes). The x86 emulator's speed
-says nothing about a phone, so there the gate is relative: two variants run in lockstep in one
-session, on the same prompt and ``max_new_tokens``, both through the host runner, call by call
-(A's prompt pass next to B's, A's decode step next to B's: :mod:`pytest_qnn_genai.perf.lockstep`).
-A pair with a lookahead build,
+passed. ``--qnn-update-golden`` rewrites the SoC's floors as the measured medians (a later run
+within noise passes; the test reports *updated*, judging nothing). A device that runs the x86
+HTP simulator (the loopback phone) runs the same workload and reports its figures as ``info``:
+its speed is the simulator's, never a phone's, so no floor judges it and no update writes one
+(:func:`pytest_qnn_genai.perf.phone.simulated`). The x86 emulator's speed says nothing about a
+phone, so there the gate is relative: two variants run in lockstep in one session, on the same
+prompt and ``max_new_tokens``, both through the host runner, call by call (A's prompt pass next
+to B's, A's decode step next to B's: :mod:`pytest_qnn_genai.perf.lockstep`). A pair with a lookahead build,
 which only upstream's runner decodes, is gated on upstream's runners instead (the x86-runner
 target or a phone): whole generations, A's next to B's (:class:`~pytest_qnn_genai.perf.gate.
 Interleaved`), each side run as its build says (``--eval_mode 2`` with its window, ngram and
@@ -31,7 +33,7 @@ import pytest
 
 from pytest_qnn_genai import figures as judged
 from pytest_qnn_genai import progress
-from pytest_qnn_genai.checks import numerics, parity
+from pytest_qnn_genai.checks import agreement, numerics, parity
 from pytest_qnn_genai.golden.perf import GoldenPerf, GoldenWorkload, update_golden
 from pytest_qnn_genai.models.case import FLOW_VARIANTS
 from pytest_qnn_genai.perf.benchmark import (
@@ -48,6 +50,8 @@ from pytest_qnn_genai.perf.phone import (
     phone_minimum,
     round_problem_figures,
     round_problems,
+    simulated,
+    simulator_figures,
 )
 
 pytestmark = pytest.mark.perf
@@ -73,6 +77,11 @@ def test_phone_meets_golden_floors(qnn_benchmark, qnn_pipeline, qnn_case, qnn_ta
     soc, backend = qnn_target.soc.name, qnn_target.backend
     path = qnn_settings.golden_dir / "perf" / f"{qnn_case.name}.json"
     golden = qnn_golden_perf.get(qnn_case.name)
+    if simulated(qnn_pipeline.build_target, qnn_target):
+        _simulator_benchmark(qnn_benchmark, qnn_pipeline, qnn_case, qnn_target, qnn_settings,
+                             golden.workload if golden else GoldenWorkload.from_case(qnn_case),
+                             qnn_record)
+        return
     updating = qnn_settings.update_golden
     gated = golden.gated(soc, backend) if golden else ()
     if updating:  # the figures to (re)write; a short prompt's prefill rarely meets the minimum
@@ -114,6 +123,24 @@ def test_phone_meets_golden_floors(qnn_benchmark, qnn_pipeline, qnn_case, qnn_ta
                         *round_problem_figures(result.rounds)],
                values=_context(result.values()),
                note=f"workload {workload.prompt!r} --seq_len {workload.seq_len}")
+    assert not failures, "\n".join(failures)
+
+
+def _simulator_benchmark(benchmark, pipeline, case, target, settings, workload, record) -> None:
+    """The floors' workload on a device that runs the x86 simulator: every figure ``info``
+    (failed only when it is no measurement), rounds that ran another workload still fail, and
+    ``--qnn-update-golden`` writes nothing (a simulator's speed is no phone's floor)."""
+    run = partial(pipeline.run, case, target)
+    result = benchmark(phone_generation(run, case.path("tokenizer_model"), workload),
+                       minimum=phone_minimum(settings, ()))
+    figures = simulator_figures(result.figures())
+    record("perf", [*figures, *round_problem_figures(result.rounds)],
+           values=_context(result.values()),
+           note=f"{target.device} runs the x86 HTP simulator: informational figures, no phone "
+                f"floor; workload {workload.prompt!r} --seq_len {workload.seq_len}")
+    if settings.update_golden:
+        print(f"{target.id}: no floors written: the device runs the x86 HTP simulator")
+    failures = round_problems(result.rounds) + [str(f) for f in figures if f.failed]
     assert not failures, "\n".join(failures)
 
 
@@ -194,12 +221,22 @@ def test_relative_gate(qnn_ab_pair, qnn_pipeline, qnn_sdk, qnn_case, qnn_target,
     assert not failures, "\n".join(failures)
 
 
+# B may keep this much less of the fp32 model than A on the eval prompt. The pairs measure B - A
+# = 0 where both compute the same quantised graph (legacy:new, ar8:new) and -0.09 / -0.17 dB
+# for an 8-bit KV cache against a 16-bit one (kv16:new, stories260k / llama3_2_toy), greedy
+# agreement equal in every pair (README, "A/B pairs"): the SQNR bound sits above the largest
+# measured loss, the agreement bound at the measurement.
+AB_MAX_SQNR_LOSS_DB = 0.3
+AB_MAX_AGREEMENT_LOSS = 0.0
+AB_BOUND_SOURCE = "measured A/B pairs, README 'A/B pairs'"
+
+
 @pytest.mark.emulator
 def test_ab_accuracy_deltas(qnn_ab_pair, qnn_pipeline, qnn_sdk, qnn_case, qnn_target,
                             qnn_parity, qnn_record) -> None:
     """How much of the fp32 model each side of the A/B pair keeps on the eval prompt (logits SQNR
-    against fp32 teacher-forced on the side's own tokens, greedy agreement with fp32): reported
-    with B - A, judged by nothing (the gate suite and the parity suite judge accuracy)."""
+    against fp32 teacher-forced on the side's own tokens, greedy agreement with fp32), B held to
+    A's within the measured bounds above (``checks.agreement.ab_accuracy``)."""
     a, b = qnn_ab_pair
     _variants(qnn_case, a, b)
     lookahead = _lookahead_sides(qnn_case, a, b)
@@ -207,19 +244,14 @@ def test_ab_accuracy_deltas(qnn_ab_pair, qnn_pipeline, qnn_sdk, qnn_case, qnn_ta
         pytest.skip(f"{', '.join(lookahead)} is a lookahead build: its text is held to the hybrid "
                     "build's greedy text (suites/perf/test_lookahead.py), no logits are dumped")
     prepared = qnn_pipeline.prepared(qnn_case)
-    figures = {}
+    kept = {}
     for name in (a, b):
         run = qnn_pipeline.run_pte(qnn_case, qnn_target,
                                    qnn_pipeline.variant_pte(qnn_case, name, qnn_target))
-        figures[name] = numerics.accuracy_vs_reference(run, prepared.reference_logits)
-    checks = [parity.Check(f"A/B {a} vs {b}: {label}", figures[a][key], figures[b][key],
-                           round(figures[b][key] - figures[a][key], 4), info=True,
-                           name=f"ab_{b}_vs_{a}_{name}", better=judged.HIGHER)
-              for key, label, name in (("sqnr_db", "logits SQNR vs fp32 dB", "sqnr_vs_fp32_db"),
-                                       ("greedy_agreement", "greedy agreement with fp32",
-                                        "greedy_agreement_vs_fp32"))]
+        kept[name] = numerics.accuracy_vs_reference(run, prepared.reference_logits)
+    checks = agreement.ab_accuracy(a, b, kept[a], kept[b], AB_MAX_SQNR_LOSS_DB,
+                                   AB_MAX_AGREEMENT_LOSS, AB_BOUND_SOURCE)
     qnn_parity.add(checks, prefix=f"[{qnn_case.name} {qnn_target.id}] ")
-    qnn_record("perf", checks, values={f"{n}_steps": f["steps"] for n, f in figures.items()},
-               note=f"A/B {b} vs {a}: accuracy against fp32, informational")
-    for name, f in figures.items():  # a measurement that did not happen is no figure
-        assert f["steps"] >= 1 and f["sqnr_db"] == f["sqnr_db"], (name, f)
+    qnn_record("perf", checks, values={f"{n}_steps": f["steps"] for n, f in kept.items()},
+               note=f"A/B {b} vs {a}: accuracy against fp32, B held to A's")
+    assert all(c.ok for c in checks), parity.failures(checks)

@@ -43,3 +43,17 @@ def test_round_trip_and_counts() -> None:
                                                          "inconclusive": 1, "info": 1,
                                                          "updated": 0}
     assert Figure("x", "text").number is None and Figure("x", True).number is None
+
+
+def test_a_figure_reads_as_one_sentence() -> None:
+    """The figure, its value, and the threshold with its source (or that nothing judged it)."""
+    from pytest_qnn_genai import figures
+
+    failed = figures.measured("decode_tok_s", 0.0)
+    assert str(failed) == "decode_tok_s is 0.0, which fails a measurement is > 0."
+    floor = figures.Figure("decode_tok_s", 800.0, figures.FAIL,
+                           "floor 1600 (SM8650 phone, -10% noise)", figures.PHONE_FLOOR, 1600.0)
+    assert str(floor) == ("decode_tok_s is 800.0, which fails floor 1600 (SM8650 phone, -10% "
+                          "noise).")
+    assert str(figures.info("decode_tok_s", 30.1)) == (
+        "decode_tok_s is 30.1, judged by nothing (info).")

@@ -42,10 +42,34 @@ def test_perturbed_encodings_fail_with_a_per_layer_table(legacy, perturbed_qdq) 
     assert not report.ok
     assert not report.only_legacy and not report.only_new, "matching must not be what fails"
     assert len(report.over) > 0
-    assert "QDQ encodings within 1 step" in message
-    header = message.splitlines()[1].split()
+    assert "QDQ encodings identical (worst steps) is " in message
+    header = message.splitlines()[3].split()
     assert header[:5] == ["layer", "worst", "tensor", "steps", "n"]
     assert any(line.strip().startswith("layers.") for line in message.splitlines())
+
+
+def test_one_step_on_one_tensor_of_the_real_graph_fails_naming_it(qnn_pipeline, qnn_sdk, case,
+                                                                  sm8650_emulator, legacy) -> None:
+    """The two flows' real calibration graphs are identical (the check passes unchanged); the new
+    graph's table with one activation's zero point moved by one (a one-step shift of its range)
+    fails, naming that tensor first and alone."""
+    import dataclasses
+
+    from pytest_qnn_genai.hybrid import CALIBRATION
+
+    legacy_enc = qnn_pipeline.qdq_encodings(legacy.decode_qdq).encodings
+    new_enc = qnn_pipeline.qdq_encodings(
+        qnn_pipeline.qdq(case, sm8650_emulator).path(CALIBRATION)).encodings
+    assert encodings.compare_encodings(legacy_enc, new_enc).ok  # the flows as they are
+    key = next(k for k, e in new_enc.items() if k.startswith("layers.1.") and e.qmax == 65535)
+    e = new_enc[key]
+    shifted = {**new_enc, key: dataclasses.replace(e, zero_point=(e.zero_point[0] + 1,))}
+    report = encodings.compare_encodings(legacy_enc, shifted)
+    message = parity.failures(report.checks())
+    print(message)
+    assert not report.ok and list(report.over) == [key]
+    assert report.over[key] == pytest.approx(1.0)
+    assert f"1 of {report.matched} tensors differ; first (graph order) {key}: 1 steps" in message
 
 
 @pytest.fixture(scope="session")

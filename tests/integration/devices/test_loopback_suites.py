@@ -50,7 +50,7 @@ PHONE_CHECKS = {
                                    "test_fp16_lowers_and_runs_close_to_fp32"},
     "suites/parity/test_legacy_vs_new.py": {"test_build_times_and_sizes",
                                             "test_same_methods_constants_and_io",
-                                            "test_qdq_encodings_within_one_step",
+                                            "test_qdq_encodings_identical",
                                             "test_same_outputs_on_the_target"},
     "suites/parity/test_parity_snapshots.py": {"test_compile_options_carried_by_both_programs",
                                                "test_configuration_agreement",

@@ -114,12 +114,20 @@ def test_abort_is_one_line_with_its_assert(phone_run, fake_device) -> None:
     assert len(_runner_calls(fake_device)) == 1
 
 
+def _toy_text(tokens: list[int]) -> str:
+    """The judged ids decoded as the toy backend's tokenizer decodes them."""
+    return "".join(f" t{t}" for t in tokens)
+
+
 def test_a_hybrid_run_that_disagrees_with_the_kv_run_fails_the_judged_check(phone_run) -> None:
     """The gate's phone check on real (toy) phone output: a program whose prefill graph predicts
-    other tokens than its kv graph makes the two runs write different text."""
+    other tokens than its kv graph makes the two runs write different text; ids that are not
+    what the runner wrote (decoded one token off) fail the first row."""
     good = phone_run()
-    assert all(c.ok for c in judged_generation(good, on_phone=True))
+    assert all(c.ok for c in judged_generation(good, _toy_text(good.tokens)))
     bad = phone_run(toy={"prefill_shift": 1})
-    checks = judged_generation(bad, on_phone=True)
+    checks = judged_generation(bad, _toy_text(bad.tokens))
     assert [c.ok for c in checks] == [True, False]
     assert bad.text.startswith(" t8") and bad.extra["kv_text"].startswith(" t7")
+    shifted = judged_generation(good, _toy_text([t + 1 for t in good.tokens]))
+    assert [c.ok for c in shifted] == [False, True] and shifted[0].delta == "char 2"

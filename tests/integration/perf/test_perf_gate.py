@@ -332,7 +332,7 @@ def _perf_suite(pytester: pytest.Pytester, cache_dir: Path, *args: str,
 
 def test_perf_suite_end_to_end(pytester: pytest.Pytester, qnn_settings, legacy, new_pte) -> None:
     """``pytest -m perf --qnn-report out``: the benchmark, the legacy:new gate and its accuracy
-    deltas (info records), the phone floors skipped on the emulator."""
+    deltas (B held to A's), the phone floors skipped on the emulator."""
     result = _perf_suite(pytester, qnn_settings.cache_dir, "--qnn-report", "out",
                          "--qnn-perf-ratio-floor", "0.01")
     result.assert_outcomes(passed=3, skipped=1)
@@ -347,8 +347,10 @@ def test_perf_suite_end_to_end(pytester: pytest.Pytester, qnn_settings, legacy, 
     assert bench["decode_tok_s"] == bench["prefill_tok_s"] == ("info", "")
     gate = verdicts["test_relative_gate"]  # judged by the A/B gate, floor 0.01 here
     assert gate["decode_tok_s_ratio"] == gate["prefill_tok_s_ratio"] == ("pass", "B/A ≥ 0.01 at 95%")
-    accuracy = verdicts["test_ab_accuracy_deltas"]  # reported, judged by nothing
-    assert {v for v, _ in accuracy.values()} == {"info"}
+    accuracy = verdicts["test_ab_accuracy_deltas"]  # B held to A's, within the measured bounds
+    assert accuracy["ab_new_vs_legacy_sqnr_vs_fp32_db"] == (
+        "pass", "B − A ≥ −0.3 dB (measured A/B pairs, README 'A/B pairs')")
+    assert {v for v, _ in accuracy.values()} == {"pass"}
     assert len(list(folder.glob("*.png"))) == 2
 
 

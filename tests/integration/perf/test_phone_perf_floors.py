@@ -5,12 +5,18 @@ simulated 100 ms per decode call and 500 ms for the prompt's one prefill call), 
 emulator SDK's real x86 QNN libraries. ``QNN_GENAI_STANDIN_TIME_SCALE`` scales
 every time the runner reports, so one stand-in is a phone above upstream's 1600 tok/s floor, one
 below it, one within ``--qnn-perf-noise`` of it; the floors are the committed
-``golden/perf/stories260k.json``."""
+``golden/perf/stories260k.json``.
+
+The loopback phone runs x86_64 code, so the plugin takes it for what it is, a device that runs
+the x86 HTP simulator, whose speed is ``info``: the floor tests declare the stand-in a phone
+(a conftest makes ``perf.phone.simulated`` say no, nothing else), and one test runs it as the
+simulator it is, whose figures no floor judges."""
 from __future__ import annotations
 
 import json
 import os
 import re
+import shutil
 from pathlib import Path
 
 import pytest
@@ -26,6 +32,14 @@ SERIAL = f"QNNPERF{os.getpid()}"  # unique per process: the plugin locks phones 
 TOY_ENV, TIME_SCALE_ENV = "QNN_GENAI_STANDIN_TOY", "QNN_GENAI_STANDIN_TIME_SCALE"
 KV_CALL_S = 0.1  # simulated, never slept: the reported decode rate is 1 / (KV_CALL_S x scale)
 TOY = {"context_len": 128, "prefill_ar": 32, "kv_call_s": KV_CALL_S, "prefill_call_s": 0.5}
+
+
+# the stand-in reports a phone's speeds: judge it as the phone it plays, not as the simulator its
+# x86_64 ABI says it is (the builds stay the emulator's)
+PLAYS_A_PHONE = """
+from pytest_qnn_genai.perf import phone
+phone.simulated = lambda build_target, target: False
+"""
 
 
 def _scale(tok_s: float) -> str:
@@ -44,7 +58,9 @@ def run_perf(pytester: pytest.Pytester, phone: FakeDevice, adb_server: LoopbackA
     """``run_perf(tok_s, *args)``: the perf suite on the loopback phone reporting ``tok_s``."""
     pytester.makepyfile(test_perf=(ROOT / "suites" / "perf" / "test_perf.py").read_text())
 
-    def run(tok_s: float, *args: str) -> tuple[pytest.RunResult, list[dict], Path]:
+    def run(tok_s: float, *args: str, as_phone: bool = True,
+            ) -> tuple[pytest.RunResult, list[dict], Path]:
+        pytester.makeconftest(PLAYS_A_PHONE if as_phone else "")
         folder = tmp_path / f"runner-{tok_s:g}"
         folder.mkdir(exist_ok=True)
         runner = write_launcher(folder / "qnn_llama_runner",
@@ -119,3 +135,24 @@ def test_the_tolerance_is_qnn_perf_noise(run_perf) -> None:
     strict, _, _ = run_perf(1560.0, "--qnn-perf-noise", "0.02")
     strict.assert_outcomes(failed=1, skipped=3)
     strict.stdout.fnmatch_lines(["*inference_speed_tok_s 1*.* < floor 1600 (tolerance 2%)*"])
+
+
+def test_a_device_that_runs_the_simulator_is_judged_like_the_emulator(run_perf,
+                                                                      tmp_path: Path) -> None:
+    """The loopback phone as it is (x86_64: the simulator) at the 30 tok/s the real simulator
+    decodes: its figures are info, no floor judges them, the test passes; an update writes no
+    floor."""
+    result, [record], _ = run_perf(30.0, as_phone=False)
+    result.assert_outcomes(passed=1, skipped=3)
+    figures = _figures(record)
+    assert {f["verdict"] for f in figures.values()} == {"info"}, figures
+    assert 25 < figures["decode_tok_s"]["value"] < 35
+    assert "no phone floor" in figures["decode_tok_s"]["label"]
+    assert "runs the x86 HTP simulator" in record["note"]
+    copy = tmp_path / "golden"
+    shutil.copytree(ROOT / "golden" / "perf", copy / "perf")
+    before = (copy / "perf" / "stories260k.json").read_text()
+    updated, _, _ = run_perf(30.0, "--qnn-update-golden", "--qnn-golden-dir", str(copy),
+                             as_phone=False)  # the last --qnn-golden-dir wins
+    updated.assert_outcomes(passed=1, skipped=3)
+    assert (copy / "perf" / "stories260k.json").read_text() == before

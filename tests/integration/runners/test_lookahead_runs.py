@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_qnn_genai.checks.generation import lookahead_matches_hybrid
+from pytest_qnn_genai.checks.generation import lookahead_accepted, lookahead_matches_hybrid
 from pytest_qnn_genai.devices.llama_runs import RunnerRequestError
 from pytest_qnn_genai.devices.session import DeviceSession
 from pytest_qnn_genai.devices.workspace import RunnerFailedError
@@ -57,6 +57,11 @@ def test_lookahead_text_is_the_hybrid_greedy_text_and_a_wrong_one_fails(
     wrong = dataclasses.replace(hybrid, text=hybrid.text.replace(word, word[::-1] + "x", 1))
     assert [c.ok for c in lookahead_matches_hybrid(la, wrong)] == [False, True]
     assert la.perf.decode_tok_s > 0 and hybrid.perf.decode_tok_s > 0
+    # upstream's runner (built here with its logging) says how many tokens its verification
+    # branch accepted from candidate n-grams (some, on this prompt) of the tokens it decoded
+    # (all but the prompt pass's)
+    accepted = lookahead_accepted(Path(str(la.extra["run_log"])).read_text(errors="replace"))
+    assert accepted is not None and accepted[0] == produced - 1 and accepted[1] > 0, accepted
 
 
 def test_flags_other_than_the_builds_are_refused_and_upstream_aborts_on_them(

@@ -100,3 +100,24 @@ def test_logits_follow_qdq_names_its_rows() -> None:
     broken = FP32.copy()
     broken[7] = -broken[7]  # one prompt position's logits wrong: the min row cosine sees it
     assert _verdicts(agreement.logits_follow_qdq(FP32, broken, 0.995, 30.0))[0] == "fail"
+
+
+def test_ab_accuracy_holds_b_to_as_within_the_bounds() -> None:
+    """B keeping A's accuracy passes; B 1 dB less SQNR against fp32, or one greedy step fewer,
+    fails, saying the bound and where it comes from; a side with no steps fails."""
+    from pytest_qnn_genai.checks.agreement import ab_accuracy
+    from pytest_qnn_genai.checks.parity import failures
+
+    a = {"sqnr_db": 19.422, "greedy_agreement": 0.9792, "steps": 48}
+    same = ab_accuracy("ar8", "new", a, dict(a), 0.3, 0.0, "measured")
+    assert all(c.ok for c in same) and [c.delta for c in same] == [0.0, 0.0]
+    kv8 = ab_accuracy("kv16", "new", a, {**a, "sqnr_db": 19.332}, 0.3, 0.0, "measured")
+    assert all(c.ok for c in kv8)  # the 8-bit KV's measured -0.09 dB
+    worse = ab_accuracy("legacy", "new", a, {**a, "sqnr_db": 18.422}, 0.3, 0.0, "measured")
+    assert [c.ok for c in worse] == [False, True]
+    assert failures(worse) == ("A/B legacy vs new: logits SQNR vs fp32 dB is 18.422 (against "
+                               "19.422; difference -1), which fails B − A ≥ −0.3 dB (measured).")
+    flipped = ab_accuracy("legacy", "new", a, {**a, "greedy_agreement": 0.9583}, 0.3, 0.0, "m")
+    assert [c.ok for c in flipped] == [True, False]
+    empty = ab_accuracy("legacy", "new", a, {**a, "steps": 0}, 0.3, 0.0, "m")
+    assert not any(c.ok for c in empty)

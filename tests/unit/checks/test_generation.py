@@ -6,6 +6,7 @@ import dataclasses
 import numpy as np
 
 from pytest_qnn_genai.checks.generation import judged_generation, lookahead_matches_hybrid
+from pytest_qnn_genai.checks.parity import failures
 from pytest_qnn_genai.runtime.result import PerfStats, RunResult
 
 
@@ -19,27 +20,36 @@ def _run(tokens: list[int], text: str = " a b c", kv_text: str | None = " a b c"
 
 
 def test_consistent_runs_pass() -> None:
-    assert all(c.ok for c in judged_generation(_run([3, 5, 2]), on_phone=True))
-    assert len(judged_generation(_run([3, 5, 2], kv_text=None), on_phone=False)) == 1
+    assert all(c.ok for c in judged_generation(_run([3, 5, 2]), " a b c"))
 
 
-def test_tokens_that_are_not_the_logits_greedy_path_fail() -> None:
-    (check,) = judged_generation(_run([3, 6, 2]), on_phone=False)
-    assert not check.ok and check.delta == "step 1" and "argmax [5, 2]" in check.detail
-    (short,) = judged_generation(_run([3, 5]), on_phone=False)
-    assert not short.ok
+def test_ids_that_are_not_what_the_runner_wrote_fail() -> None:
+    """The judged ids decode to another text than the runner's kv-mode outputs.txt (a dump read
+    with another dtype, rows shifted, ...): the first row fails and says where."""
+    check = judged_generation(_run([3, 6, 2]), " a x c")[0]
+    assert not check.ok and check.delta == "char 3" and "runner: ' a b c'" in check.detail
+    message = failures([check])
+    assert message.startswith("runner's kv-mode text = the judged ids decoded is ' a x c' "
+                              "(against ' a b c'; difference char 3), which fails the text the "
+                              "runner itself wrote (kv-mode outputs.txt).")
 
 
-def test_on_a_phone_the_hybrid_text_must_be_the_kv_runs() -> None:
-    checks = judged_generation(_run([3, 5, 2], kv_text=" a b d"), on_phone=True)
+def test_the_eos_piece_the_runner_strips_is_not_a_difference() -> None:
+    run = dataclasses.replace(_run([3, 5, 2]), extra={"kv_text": " a b", "kv_eos_piece": "</s>"},
+                              text=" a b")
+    assert all(c.ok for c in judged_generation(run, " a b</s>"))
+
+
+def test_the_hybrid_text_must_be_the_kv_runs() -> None:
+    checks = judged_generation(_run([3, 5, 2], kv_text=" a b d"), " a b d")
     assert [c.ok for c in checks] == [True, False]
-    missing = judged_generation(_run([3, 5, 2], kv_text=None), on_phone=True)
-    assert [c.ok for c in missing] == [True, False]
+    missing = judged_generation(_run([3, 5, 2], kv_text=None), " a b c")
+    assert [c.ok for c in missing] == [False, False]
 
 
 def test_a_run_without_logits_fails() -> None:
     run = dataclasses.replace(_run([3, 5, 2]), logits=None)
-    assert [c.ok for c in judged_generation(run, on_phone=True)] == [False]
+    assert [c.ok for c in judged_generation(run, " a b c")] == [False]
 
 
 def test_the_runners_prompt_path_is_held_to_the_harness_ids() -> None:
@@ -102,3 +112,35 @@ def test_a_lookahead_text_is_held_to_the_hybrid_greedy_text() -> None:
     assert rows[0].figure().verdict == "fail"
     longer = lookahead_matches_hybrid(_text_run(text + " and", 13), _text_run(text, 12))
     assert [c.ok for c in longer] == [False, False]
+
+
+def _rate_run(decode_tok_s: float) -> RunResult:
+    return RunResult([1, 2], [], " a", PerfStats(2, 12, 0.1, 10.0, decode_tok_s, 0.5))
+
+
+def test_lookahead_is_judged_on_the_tokens_the_runner_accepted_and_its_speed() -> None:
+    """The runner's own n_accept: more than none and at least the measured count; the decode
+    rate against the hybrid build's at least the measured share. The stand-in runner's line (it
+    accepts nothing) fails, as does a log without the line and a slower decode."""
+    from pytest_qnn_genai.checks.generation import lookahead_accepted, lookahead_gains
+
+    log = ("I 00:00:01.000 executorch:lhd_token_generator.cpp:415] Lookahead Decoding: "
+           "n_generated = 50 / n_accept = 21\n")
+    assert lookahead_accepted("noise\n" + log) == (50, 21)
+    assert lookahead_accepted("no lookahead here") is None
+    la, hy = _rate_run(12.0), _rate_run(30.0)
+    ok = lookahead_gains(la, hy, (50, 21), 21, 0.35, "measured")
+    assert all(c.ok for c in ok) and ok[1].delta == 0.4
+    none = lookahead_gains(la, hy, lookahead_accepted(
+        "Lookahead Decoding: n_generated = 50 / n_accept = 0"), 0, 0.35, "m")
+    assert [c.ok for c in none] == [False, True]  # zero accepted never passes
+    assert failures(none[:1]) == ("lookahead tokens accepted (runner's count) is 0 (against 1), "
+                                  "which fails ≥ 1 (m).")
+    fewer = lookahead_gains(la, hy, (50, 20), 21, 0.35, "measured")
+    assert [c.ok for c in fewer] == [False, True]
+    silent = lookahead_gains(la, hy, None, 21, 0.35, "measured")
+    assert not silent[0].ok and "no \"Lookahead Decoding" in silent[0].detail
+    slower = lookahead_gains(_rate_run(9.0), hy, (50, 21), 21, 0.35, "measured")
+    assert [c.ok for c in slower] == [True, False]
+    phone = lookahead_gains(_rate_run(9.0), hy, (50, 21), 21, None, "measured")
+    assert phone[1].info and phone[1].ok  # no share measured there: reported only

@@ -49,7 +49,7 @@ def test_encoding_steps() -> None:
     a = _enc("layers.0.attention/add.Tensor#0", 0.01, 128)
     assert encodings.encoding_steps(a, a) == 0.0
     assert encodings.encoding_steps(a, _enc(a.key, 0.01, 129)) == pytest.approx(1.0)  # one step
-    assert not encodings.compare_encodings({a.key: a}, {a.key: _enc(a.key, 0.01, 129)}).over
+    assert encodings.compare_encodings({a.key: a}, {a.key: _enc(a.key, 0.01, 129)}).over
     assert encodings.encoding_steps(a, _enc(a.key, 0.02, 128)) > 1.0
     assert math.isinf(encodings.encoding_steps(a, _enc(a.key, 0.01, 32768, 0, 65535, "uint16")))
 
@@ -85,6 +85,8 @@ def test_runs_and_table() -> None:
     checks = parity.compare_runs(a, b)
     assert not all(c.ok for c in checks)
     assert "first differs at step 2" in parity.failures(checks)
+    assert all(c.ok for c in parity.compare_runs(a, SimpleNamespace(tokens=[1, 2, 3, 4],
+                                                                     logits=logits.copy())))
     table = parity.ParityTable()
     table.add(checks, prefix="[x] ")
     table.merge(table.to_dicts())  # rows shipped back from a worker are not duplicated

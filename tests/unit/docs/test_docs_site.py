@@ -142,11 +142,11 @@ def test_the_gates_page_shows_the_thresholds_of_the_code(site: Path) -> None:
     generate = _module(ROOT / "docs" / "generate.py")
     from pytest_qnn_genai.checks import bounds, parity
 
-    assert generate.constant("pytest_qnn_genai/checks/parity.py", "MIN_SQNR_DB") == parity.MIN_SQNR_DB
+    assert generate.constant("pytest_qnn_genai/checks/parity.py", "SCALE_RTOL") == parity.SCALE_RTOL
     assert generate.constant("pytest_qnn_genai/checks/bounds.py", "DEFAULTS") == bounds.DEFAULTS
     page = _text(site, "gates.html")
     assert "[[const:" not in page
-    assert f"SQNR ≥ {parity.MIN_SQNR_DB:g} dB, identical greedy tokens" in page
+    assert f"scales within rtol {parity.SCALE_RTOL:g};" in page
 
 
 def test_a_marker_or_constant_that_names_nothing_fails_the_build() -> None:

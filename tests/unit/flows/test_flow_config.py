@@ -1,98 +1,101 @@
-"""Configuration agreement is read from the argv llama.py was run with, and it fails when the two
-flows were given different settings."""
+"""Configuration agreement: the staged build, read back out of its artifacts, against what
+llama.py was told (its argv as its parser reads it); every setting that differs is named."""
 from __future__ import annotations
 
+import argparse
 import json
 from pathlib import Path
 
 import pytest
 
-from pytest_qnn_genai.flows.config import argv_flags, configuration_agreement, disagreements
-from pytest_qnn_genai.flows.legacy import LegacyArtifacts, calibration_samples, legacy_argv
-from pytest_qnn_genai.flows.llama_cli import LegacyOption, LegacyParser
+from pytest_qnn_genai.flows.config import (
+    agreement_of,
+    disagreements,
+    legacy_settings,
+    staged_settings,
+)
 from pytest_qnn_genai.models.registry import available
-from pytest_qnn_genai.targets import Target, soc
+from pytest_qnn_genai.runtime.pte_info import MethodInfo, PteInfo, TensorMeta
 
-EMULATOR = Target(soc("SM8650"))
-
-
-def _parser() -> LegacyParser:
-    """Every flag legacy_argv passes, accepting any value (no llama.py import needed)."""
-    flags = ["--decoder_model", "--model_mode", "--prefill_ar_len", "--max_seq_len",
-             "--max_context_len", "--temperature", "--prompt", "--checkpoint", "--params",
-             "--tokenizer_model", "--tokenizer_bin", "--soc_model", "--compile_only",
-             "--build_folder", "--artifact", "--calib_samples", "--backend", "--enable_x86_64",
-             "--window", "--ngram", "--gcap"]
-    return LegacyParser({f: LegacyOption((f,), f[2:], None, None, False) for f in flags}, None)
+RECIPE = "executorch.examples.qualcomm.oss_scripts.llama.static_llm_quant_recipe.StoriesRecipe"
+PROMPTS = list(available()["stories260k"].calibration_prompts)
 
 
-def _legacy(tmp_path: Path, argv: list[str], prompts: list[str]) -> LegacyArtifacts:
-    pte = tmp_path / "stories260k_hybrid_llama_qnn.pte"
-    pte.write_bytes(b"")
-    (tmp_path / "calib_samples.json").write_text(json.dumps(
+def _args(**changes: object) -> argparse.Namespace:
+    """llama.py's namespace for stories260k's emulator build (as its parser returns it: the
+    lookahead flags have their defaults even for a hybrid build)."""
+    values = {"decoder_model": "stories260k", "model_mode": "hybrid", "prefill_ar_len": 32,
+              "max_seq_len": 128, "max_context_len": 128, "soc_model": "SM8650",
+              "backend": "htp", "enable_x86_64": True, "window": 8, "ngram": 5, "gcap": 8,
+              "calib_samples": ["/tmp/build-123/calib_samples.json"]}
+    return argparse.Namespace(**{**values, **changes})
+
+
+def _samples(folder: Path, prompts: list[str]) -> Path:
+    (folder / "calib_samples.json").write_text(json.dumps(
         [{"messages": [{"role": "user", "content": p}]} for p in prompts]))
-    return LegacyArtifacts(pte, tmp_path / "decode_qdq.pt2", tmp_path / "log", 1.0,
-                           ("python", "-c", "bootstrap", *argv))
+    return folder
 
 
-def _argv(tmp_path: Path, target: Target = EMULATOR, variant: str = "") -> list[str]:
-    case = available()["stories260k"]
-    case = case.variant(variant) if variant else case
-    return legacy_argv(case, target, tmp_path, tmp_path / "calib_samples.json", _parser())
+def _method(name: str, ar: int) -> MethodInfo:
+    return MethodInfo(name, (TensorMeta("int32", (1, ar)),), (TensorMeta("uint16", (1, ar, 512)),),
+                      ("QnnBackend",), ())
 
 
-def test_argv_flags_reads_values_and_switches() -> None:
-    flags = argv_flags(["python", "-c", "x", "--soc_model", "SM8650", "--compile_only",
-                        "--prefill_ar_len", "32", "--enable_x86_64"])
-    assert flags == {"--soc_model": "SM8650", "--compile_only": True, "--prefill_ar_len": "32",
-                     "--enable_x86_64": True}
+def _staged(prefill_ar: int = 32, decode_ar: int = 1, shared_buffer: bool = False,
+            soc: str = "SM8650", recipe: str = RECIPE, prompts: list[str] = PROMPTS,
+            ) -> dict[str, tuple]:
+    info = PteInfo(Path("x.pte"), 1, {"prefill_forward": _method("prefill_forward", prefill_ar),
+                                      "kv_forward": _method("kv_forward", decode_ar)},
+                   {"get_max_seq_len": 128, "get_max_context_len": 128})
+    options = {"soc_info": {"soc_model": soc}, "backend_options": {"backend_type": "kHtpBackend"},
+               "shared_buffer": shared_buffer}
+    record = {"decoder_model": "stories260k", "recipe": {"class": recipe},
+              "calibration": {"prompts": prompts}}
+    return staged_settings(info, options, record)
 
 
-def test_the_argv_the_legacy_flow_builds_agrees(tmp_path: Path) -> None:
-    case = available()["stories260k"]
-    legacy = _legacy(tmp_path, _argv(tmp_path), list(case.calibration_prompts))
-    agreement = configuration_agreement(case, EMULATOR, legacy)
+def test_a_build_that_carries_what_llama_py_was_told_agrees(tmp_path: Path) -> None:
+    agreement = agreement_of(_staged(), legacy_settings(_args(), _samples(tmp_path, PROMPTS),
+                                                        RECIPE))
     assert disagreements(agreement) == []
-    assert agreement["emulator"] == {"new": True, "legacy_flag": "--enable_x86_64",
-                                     "legacy": True, "agrees": True}
-    assert [s["messages"][0]["content"] for s in calibration_samples(case)] == list(
-        case.calibration_prompts)
+    assert agreement["x86_64"]["new"] is True and agreement["x86_64"]["legacy_from"] == (
+        "--enable_x86_64")
+    assert agreement["prefill_ar_len"]["new_from"] == ".pte prefill_forward input 0 shape"
+    assert agreement["calibration_prompts"]["new"] == len(PROMPTS)
 
 
-@pytest.mark.parametrize("edit,setting", [
-    (lambda a: a[:a.index("--prefill_ar_len") + 1] + ["16"] + a[a.index("--prefill_ar_len") + 2:],
-     "prefill_ar_len"),
-    (lambda a: [x for x in a if x != "--enable_x86_64"], "emulator"),
-    (lambda a: a[:a.index("--soc_model") + 1] + ["SM8750"] + a[a.index("--soc_model") + 2:],
-     "soc"),
+@pytest.mark.parametrize("staged,args,setting", [
+    ({"prefill_ar": 16}, {}, "prefill_ar_len"),  # the staged build's prefill graph is another
+    ({}, {"prefill_ar_len": 16}, "prefill_ar_len"),  # llama.py was told another
+    ({"shared_buffer": True}, {}, "x86_64"),  # a phone build where llama.py built for x86
+    ({}, {"soc_model": "SM8750"}, "soc"),
+    ({"recipe": RECIPE + "X"}, {}, "quant_recipe"),  # quantized with another recipe
+    ({"prompts": PROMPTS[:1]}, {}, "calibration_prompts"),
+    ({"decode_ar": 16}, {}, "decode_ar_len"),  # a lookahead decode graph for a hybrid argv
 ])
-def test_a_setting_llama_py_was_given_differently_fails(tmp_path: Path, edit, setting) -> None:
-    case = available()["stories260k"]
-    legacy = _legacy(tmp_path, edit(_argv(tmp_path)), list(case.calibration_prompts))
-    bad = disagreements(configuration_agreement(case, EMULATOR, legacy))
-    assert len(bad) == 1 and bad[0].startswith(f"{setting}: ")
+def test_a_setting_the_build_carries_differently_fails_naming_it(tmp_path: Path, staged, args,
+                                                                  setting) -> None:
+    bad = disagreements(agreement_of(_staged(**staged), legacy_settings(
+        _args(**args), _samples(tmp_path, PROMPTS), RECIPE)))
+    assert [b.split(":")[0] for b in bad] == [setting] or (
+        setting == "decode_ar_len" and {b.split(":")[0] for b in bad} == {"decode_ar_len",
+                                                                          "model_mode"}), bad
+    assert "the staged build carries" in bad[0] and "but llama.py was given" in bad[0]
 
 
-def test_other_calibration_data_fails(tmp_path: Path) -> None:
-    case = available()["stories260k"]
-    legacy = _legacy(tmp_path, _argv(tmp_path), list(case.calibration_prompts[:1]))
-    assert [d.split(":")[0] for d in disagreements(
-        configuration_agreement(case, EMULATOR, legacy))] == ["calibration_prompts"]
+def test_a_lookahead_argv_makes_the_decode_graph_its_flags_fill(tmp_path: Path) -> None:
+    """stories260k's lookahead variant: window 4, ngram 3, gcap 4 fill (4 + 4) x 2 = 16 rows of
+    a 16-token decode graph; other flags disagree with that graph."""
+    args = _args(model_mode="lookahead", window=4, ngram=3, gcap=4)
+    folder = _samples(tmp_path, PROMPTS)
+    assert disagreements(agreement_of(_staged(decode_ar=16), legacy_settings(args, folder,
+                                                                             RECIPE))) == []
+    bad = disagreements(agreement_of(_staged(decode_ar=16), legacy_settings(
+        _args(model_mode="lookahead", window=4, ngram=5, gcap=4), folder, RECIPE)))
+    assert [b.split(":")[0] for b in bad] == ["decode_ar_len"]
 
 
-def test_a_lookahead_build_gives_llama_py_its_window_ngram_and_gcap(tmp_path: Path) -> None:
-    """The lookahead variant's settings reach llama.py as its flags (and only a lookahead build's:
-    a hybrid argv carries none), and a build given other ones disagrees."""
-    case = available()["stories260k"].variant("lookahead")
-    argv = _argv(tmp_path, variant="lookahead")
-    flags = argv_flags(argv)
-    assert (flags["--model_mode"], flags["--window"], flags["--ngram"], flags["--gcap"]) == (
-        "lookahead", "4", "3", "4")
-    assert not {"--window", "--ngram", "--gcap"} & set(_argv(tmp_path))
-    agreement = configuration_agreement(case, EMULATOR, _legacy(tmp_path, argv,
-                                                                list(case.calibration_prompts)))
-    assert disagreements(agreement) == []
-    other = argv[:argv.index("--ngram") + 1] + ["5"] + argv[argv.index("--ngram") + 2:]
-    bad = disagreements(configuration_agreement(
-        case, EMULATOR, _legacy(tmp_path, other, list(case.calibration_prompts))))
-    assert bad == ["ngram: new 3, llama.py --ngram 5"]
+def test_missing_calibration_samples_disagree(tmp_path: Path) -> None:
+    bad = disagreements(agreement_of(_staged(), legacy_settings(_args(), tmp_path, RECIPE)))
+    assert [b.split(":")[0] for b in bad] == ["calibration_prompts"]

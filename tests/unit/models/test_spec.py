@@ -18,7 +18,7 @@ def test_every_field_is_documented_and_parsed() -> None:
     parsed = spec.parse({"min_qdq_sqnr_db": 15, "min_qdq_greedy_agreement": 0.9,
                          "max_pte_bytes": 2_020_000, "max_perplexity": {"qdq": 3.5},
                          "max_target_perplexity_ratio": 1.1, "notes": "measured"})
-    assert parsed == spec.GateSpec(15.0, 0.9, 2_020_000, {"qdq": 3.5}, 1.1, "measured")
+    assert parsed == spec.GateSpec(15.0, 0.9, 2_020_000, {"qdq": 3.5}, 1.1, notes="measured")
     assert spec.parse({}) == spec.GateSpec()
     assert spec.to_json(parsed)["max_perplexity"] == {"qdq": 3.5}
     assert spec.to_json(spec.GateSpec()) == {}
@@ -37,6 +37,15 @@ def test_every_field_is_documented_and_parsed() -> None:
     ({"max_perplexity": {"device": 3}}, "gate.max_perplexity.device is no phase"),
     ({"max_perplexity": {"qdq": float("nan")}}, "gate.max_perplexity.qdq must be a positive"),
     ({"notes": 3}, "gate.notes must be text"),
+    ({"parity": []}, "gate.parity must be an object"),
+    ({"parity": {"legacy-new": {}}}, "gate.parity.legacy-new: a pair is two of"),
+    ({"parity": {"legacy:new": {"max_encoding_steps": 1}}}, "gate.parity.legacy:new.reason is "
+                                                            "required"),
+    ({"parity": {"legacy:new": {"reason": "x"}}}, "gate.parity.legacy:new relaxes nothing"),
+    ({"parity": {"legacy:new": {"reason": "x", "max_steps": 1}}},
+     "gate.parity.legacy:new.max_steps is not a tolerance field"),
+    ({"parity": {"legacy:new": {"reason": "x", "min_row_cosine": 2}}},
+     "gate.parity.legacy:new.min_row_cosine must be a positive number ≤ 1"),
 ])
 def test_a_malformed_spec_is_one_line_naming_the_case_and_field(tmp_path: Path, gate: object,
                                                                   message: str) -> None:
@@ -64,3 +73,15 @@ def test_every_packaged_case_declares_its_spec(name: str) -> None:
     assert gate.max_pte_bytes and gate.min_qdq_sqnr_db and gate.min_qdq_greedy_agreement
     assert set(gate.max_perplexity) == set(spec.PHASES)
     assert gate.max_target_perplexity_ratio and gate.notes
+
+
+def test_a_parity_tolerance_is_declared_per_pair_with_its_reason() -> None:
+    parsed = spec.parse({"parity": {"legacy:new": {"reason": " SeqMSE skipped ",
+                                                   "max_encoding_steps": 1.5,
+                                                   "min_logits_sqnr_db": 25}}})
+    tolerance = parsed.parity["legacy:new"]
+    assert tolerance == spec.ParityTolerance("SeqMSE skipped", 1.5, 25.0, None)
+    assert not tolerance.exact and spec.EXACT.exact
+    assert spec.to_json(parsed)["parity"] == {"legacy:new": {
+        "reason": "SeqMSE skipped", "max_encoding_steps": 1.5, "min_logits_sqnr_db": 25.0}}
+    assert spec.parse({}).parity == {}  # no entry: the pair is held to identity

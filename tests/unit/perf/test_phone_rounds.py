@@ -153,3 +153,20 @@ def test_phone_minimum_tops_up_past_four_times_the_rounds_on_the_floors_figures(
     capped = top_up([at_floor] * 5, lambda: at_floor, prefill_gated, 5)
     assert len(capped.rounds) == PHONE_MAX_ROUNDS and "prefill_tok_s rests on" in \
         capped.shortfall[0]
+
+
+def test_a_device_that_runs_the_simulator_gets_info_never_a_floor() -> None:
+    """The loopback phone (its builds are the emulator's) is the simulator: its 30 tok/s is info;
+    a rate of 0 is no measurement and fails; a phone is not the simulator."""
+    from pytest_qnn_genai.perf.phone import simulated, simulator_figures
+    from pytest_qnn_genai.targets import EMULATOR, Target, soc
+
+    loopback, emulator = Target(soc("SM8650"), device="LOOP1"), Target(soc("SM8650"))
+    assert simulated(lambda t: emulator, loopback)
+    assert not simulated(lambda t: t, loopback)  # a phone: its own builds
+    assert not simulated(lambda t: t, emulator)  # the emulator is judged as the emulator
+    figures = simulator_figures({"decode_tok_s": 30.0, "prefill_tok_s": 80.0, "load_s": 0.0})
+    assert [f.verdict for f in figures] == ["info", "info", "info"]
+    assert "no phone floor" in figures[0].label and EMULATOR == emulator.device
+    [dead] = simulator_figures({"decode_tok_s": 0.0})
+    assert dead.failed and str(dead).endswith("which fails a measurement is > 0.")
