@@ -1,0 +1,102 @@
+"""Fixture ``qnn_accepted``: a gate test's figures held to the last accepted measurement.
+
+A test judges its figures against the case's floors first (the outer wall), then calls
+``qnn_accepted.hold(checks, *extra)``: every numeric figure of ``checks`` (and ``extra``, e.g. a
+greedy path's tokens) is compared with ``golden/accepted/<case>.json`` for this target's key
+(:mod:`pytest_qnn_genai.golden.accepted`); the comparison goes into the run report and a change
+fails naming old and new. Under ``--qnn-update-golden`` it writes instead and judges nothing: the
+figures are recorded as ``info`` and the test ends as updated (:func:`report_updated`), never
+passed, so no run judges what it just wrote.
+"""
+from __future__ import annotations
+
+import shlex
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+
+from pytest_qnn_genai import figures, progress
+from pytest_qnn_genai.golden import GoldenWriteRefused
+from pytest_qnn_genai.golden import accepted as record
+from pytest_qnn_genai.models.registry import ModelCase
+from pytest_qnn_genai.pipeline import Pipeline
+from pytest_qnn_genai.settings import Settings
+from pytest_qnn_genai.targets import Target
+
+if TYPE_CHECKING:
+    from pytest_qnn_genai.checks.parity import Check
+    from pytest_qnn_genai.plugin.fixtures import Recorder
+
+__all__ = ["qnn_accepted"]
+
+
+def provenance(config: pytest.Config) -> record.Provenance:
+    """This run's commit (``+dirty`` when the tree has changes) and command line (the xdist
+    controller's, on a worker)."""
+    from pytest_qnn_genai.report.fingerprint import git_state
+
+    state = git_state(config.rootpath)
+    commit = str(state.get("commit") or "unknown commit")
+    if state.get("dirty"):
+        commit += "+dirty"
+    argv = (getattr(config, "workerinput", None) or {}).get("mainargv")
+    args = list(argv[1:]) if argv else list(config.invocation_params.args)
+    return record.Provenance(commit, shlex.join(["pytest", *args]))
+
+
+def report_updated(path: str, key: str, diff: str) -> None:
+    """End a test that rewrote its accepted figures: shown as updated (a skip naming the file),
+    never as passed. The diff goes to the terminal."""
+    text = diff or f"{path} [{key}]: unchanged"
+    progress.stderr_writer(text)
+    print(text)
+    pytest.skip(f"updated {path} [{key}] (--qnn-update-golden): not judged")
+
+
+class AcceptedGate:
+    """One test's view of its case's accepted record (see the module docstring)."""
+
+    def __init__(self, path: Path, source: str, case: str, key: str, update: bool,
+                 config: pytest.Config, recorder: Recorder) -> None:
+        self.path, self.source, self.case, self.key = path, source, case, key
+        self.update, self._config, self._record = update, config, recorder
+
+    def hold(self, rows: Sequence[Check], *extra: record.Measured) -> None:
+        """Compare ``rows``' numeric figures and ``extra`` with the accepted ones (or, under the
+        update flag, accept them): record the comparison, fail on a change."""
+        measured = [*record.measured_of(rows), *extra]
+        if self.update:
+            try:
+                diff = record.update(self.path, self.case, self.key, measured,
+                                     provenance(self._config), allow_write=True)
+            except (record.AcceptedRecordError, GoldenWriteRefused) as e:
+                pytest.fail(str(e), pytrace=False)
+            self._record("gate", [figures.info(f"{m.name}_vs_accepted", record.scalar(m.value),
+                                               better=m.better, context={"updated": self.source})
+                                  for m in measured])
+            report_updated(self.source, self.key, diff)
+        try:
+            accepted = record.load(self.path, self.case)
+        except record.AcceptedRecordError as e:
+            pytest.fail(str(e), pytrace=False)
+        compared = record.compare(accepted, self.key, measured, self.source)
+        self._record("gate", [c.figure for c in compared])
+        problems = [c.problem for c in compared if c.problem]
+        if problems:
+            pytest.fail("\n".join(problems), pytrace=False)
+
+
+@pytest.fixture
+def qnn_accepted(request: pytest.FixtureRequest, qnn_settings: Settings, qnn_case: ModelCase,
+                 qnn_target: Target, qnn_pipeline: Pipeline,
+                 qnn_record: Recorder) -> AcceptedGate:
+    """``qnn_accepted.hold(checks, *extra)``: the test's figures held to the case's accepted
+    record for this target (module docstring)."""
+    path = record.path_for(qnn_case.golden_dir or qnn_settings.golden_dir, qnn_case.name)
+    root = request.config.rootpath
+    source = str(path.relative_to(root)) if path.is_relative_to(root) else str(path)
+    key = record.key_for(qnn_target, qnn_pipeline.build_target(qnn_target))
+    return AcceptedGate(path, source, qnn_case.name, key, qnn_settings.update_golden,
+                        request.config, qnn_record)
