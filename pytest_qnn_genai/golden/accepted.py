@@ -7,7 +7,11 @@ accepted, each with the commit and the command that measured it::
     {"case": "qwen3_toy",
      "targets": {"SM8650-htp-emulator": {"figures": {
          "qdq_sqnr_db": {"value": 23.011, "commit": "97fc978…", "command": "pytest suites/gate …"},
-         "qdq_greedy_tokens": {"value": [44, 363, …], "commit": …, "command": …}}}}}
+         "qdq_greedy_tokens": {"value": [44, 363, …], "commit": …, "command": …}},
+       "program": {"stage": "compile", "key": "…", "digest": "…", "commit": …, "command": …}}}}
+
+``program`` names the cache entry of the build the figures were measured on, so a later run can
+pair today's build against it for speed (:mod:`pytest_qnn_genai.perf.accepted`).
 
 A figure is a number or a list of token ids (a greedy path). The next run is judged against it at
 the measurement's resolution, which is the figure's printed value: measured on the x86 emulator,
@@ -91,32 +95,63 @@ class Measured:
 
 
 @dataclass(frozen=True)
+class Program:
+    """The accepted build's program: its cache entry (``stage``/``key``, found in the local or
+    the remote cache) and the digest of that entry's files, which the entry found must have."""
+
+    stage: str
+    key: str
+    digest: str
+
+
+@dataclass(frozen=True)
+class AcceptedProgram:
+    """The program accepted with a target's figures, and where it was built."""
+
+    program: Program
+    provenance: Provenance
+
+
+@dataclass(frozen=True)
 class AcceptedRecord:
-    """A case's accepted figures by target key, then by figure name."""
+    """A case's accepted figures by target key, then by figure name; and per target key the
+    program they were measured on."""
 
     case: str
     targets: dict[str, dict[str, Accepted]] = field(default_factory=dict)
+    programs: dict[str, AcceptedProgram] = field(default_factory=dict)
 
     def figure(self, key: str, name: str) -> Accepted | None:
         return self.targets.get(key, {}).get(name)
 
-    def with_figures(self, key: str, measured: Iterable[Measured],
-                     provenance: Provenance) -> AcceptedRecord:
-        """A copy with ``measured`` accepted for ``key`` (the key's other figures kept)."""
+    def with_figures(self, key: str, measured: Iterable[Measured], provenance: Provenance,
+                     program: Program | None = None) -> AcceptedRecord:
+        """A copy with ``measured`` (and ``program``) accepted for ``key`` (the key's other
+        figures kept)."""
         entry = dict(self.targets.get(key, {}))
         entry.update({m.name: Accepted(_value(m.value), provenance) for m in measured})
-        return AcceptedRecord(self.case, {**self.targets, key: entry})
+        programs = dict(self.programs)
+        if program is not None:
+            programs[key] = AcceptedProgram(program, provenance)
+        return AcceptedRecord(self.case, {**self.targets, key: entry}, programs)
 
     def to_json(self) -> str:
         """The file's text: keys sorted, one line per figure (a change is a one-line diff)."""
         blocks = []
-        for key in sorted(self.targets):
+        for key in sorted(set(self.targets) | set(self.programs)):
             lines = [f"        {json.dumps(name)}: " + json.dumps(
                 {"value": list(a.value) if isinstance(a.value, tuple) else a.value,
                  "commit": a.provenance.commit, "command": a.provenance.command},
-                ensure_ascii=False) for name, a in sorted(self.targets[key].items())]
-            blocks.append(f"    {json.dumps(key)}: {{\n      \"figures\": {{\n"
-                          + ",\n".join(lines) + "\n      }\n    }")
+                ensure_ascii=False) for name, a in sorted(self.targets.get(key, {}).items())]
+            block = (f"    {json.dumps(key)}: {{\n      \"figures\": {{\n"
+                     + ",\n".join(lines) + "\n      }")
+            if key in self.programs:
+                p = self.programs[key]
+                block += ",\n      \"program\": " + json.dumps(
+                    {"stage": p.program.stage, "key": p.program.key, "digest": p.program.digest,
+                     "commit": p.provenance.commit, "command": p.provenance.command},
+                    ensure_ascii=False)
+            blocks.append(block + "\n    }")
         body = "{\n" + ",\n".join(blocks) + "\n  }" if blocks else "{}"
         return f"{{\n  \"case\": {json.dumps(self.case)},\n  \"targets\": {body}\n}}\n"
 
@@ -171,18 +206,18 @@ def _text(raw: Json, where: str) -> str:
 
 
 def _object(raw: Json, source: str, at: str, keys: Sequence[str] | None = None,
-            ) -> dict[str, Json]:
-    """``raw`` as an object with exactly ``keys`` (any keys when None); ``at``: its field path
-    ("" for the file's top level)."""
+            optional: Sequence[str] = ()) -> dict[str, Json]:
+    """``raw`` as an object with exactly ``keys`` and maybe ``optional`` ones (any keys when
+    ``keys`` is None); ``at``: its field path ("" for the file's top level)."""
     if not isinstance(raw, dict):
         raise AcceptedRecordError(f"{source}: {at or 'the top level'} must be an object, got "
                                   f"{_show(raw)}")
     prefix = f"{at}." if at else ""
     if keys is not None:
         for k in raw:
-            if k not in keys:
+            if k not in keys and k not in optional:
                 raise AcceptedRecordError(f"{source}: {prefix}{k} is not a field (the fields: "
-                                          f"{', '.join(keys)})")
+                                          f"{', '.join([*keys, *optional])})")
         for k in keys:
             if k not in raw:
                 raise AcceptedRecordError(f"{source}: {prefix}{k} is missing")
@@ -209,9 +244,18 @@ def parse(data: Json, source: str, case_name: str | None = None) -> AcceptedReco
         raise AcceptedRecordError(f"{where('case')} is {case!r} but the file is named for "
                                   f"{case_name!r}")
     out: dict[str, dict[str, Accepted]] = {}
+    programs: dict[str, AcceptedProgram] = {}
     for key, body in _object(top["targets"], source, "targets").items():
         _check_key(key, where(f"targets.{key}"))
-        entry = _object(body, source, f"targets.{key}", ("figures",))
+        entry = _object(body, source, f"targets.{key}", ("figures",), ("program",))
+        if "program" in entry:
+            at = f"targets.{key}.program"
+            raw = _object(entry["program"], source, at,
+                          ("stage", "key", "digest", "commit", "command"))
+            text = {k: _text(raw[k], where(f"{at}.{k}")) for k in raw}
+            programs[key] = AcceptedProgram(
+                Program(text["stage"], text["key"], text["digest"]),
+                Provenance(text["commit"], text["command"]))
         figs: dict[str, Accepted] = {}
         for name, raw in _object(entry["figures"], source, f"targets.{key}.figures").items():
             at = f"targets.{key}.figures.{name}"
@@ -220,7 +264,7 @@ def parse(data: Json, source: str, case_name: str | None = None) -> AcceptedReco
                                   Provenance(_text(item["commit"], where(f"{at}.commit")),
                                              _text(item["command"], where(f"{at}.command"))))
         out[key] = figs
-    return AcceptedRecord(case, out)
+    return AcceptedRecord(case, out, programs)
 
 
 def load(path: Path, case_name: str) -> AcceptedRecord:
@@ -245,15 +289,15 @@ def _lock(path: Path) -> FileLock:
 
 
 def update(path: Path, case_name: str, key: str, measured: Sequence[Measured],
-           provenance: Provenance, *, allow_write: bool) -> str:
-    """Accept ``measured`` as ``key``'s figures in ``path`` (the key's other figures and the other
-    keys kept) and return the diff ("" when unchanged). The one writer of accepted records:
-    :class:`~pytest_qnn_genai.golden.GoldenWriteRefused` unless ``allow_write``."""
+           provenance: Provenance, *, allow_write: bool, program: Program | None = None) -> str:
+    """Accept ``measured`` (and ``program``) as ``key``'s in ``path`` (the key's other figures
+    and the other keys kept) and return the diff ("" when unchanged). The one writer of accepted
+    records: :class:`~pytest_qnn_genai.golden.GoldenWriteRefused` unless ``allow_write``."""
     if not allow_write:
         raise golden.GoldenWriteRefused(f"{path}: accepted records change only with "
                                         "--qnn-update-golden")
     with _lock(path):
-        record = load(path, case_name).with_figures(key, measured, provenance)
+        record = load(path, case_name).with_figures(key, measured, provenance, program)
         text = record.to_json()
         parse(json.loads(text), str(path), case_name)  # what is written always loads
         return golden.rewrite(path, text, allow_write=True)
@@ -333,6 +377,17 @@ def compare(record: AcceptedRecord, key: str, measured: Sequence[Measured],
             name, scalar(new), figures.PASS if same else figures.FAIL, judge, figures.EQUAL,
             bound, m.better, scalar(old), label, context), problem))
     return out
+
+
+def same_program(record: AcceptedRecord, key: str, digest: str, source: str) -> Comparison:
+    """Whether today's program is the accepted one (``info``: a new program is what a change
+    of the build makes; its speed is judged against the accepted one's in the nightly)."""
+    accepted = record.programs.get(key)
+    value = ("no accepted program" if accepted is None
+             else "the accepted program" if accepted.program.digest == digest
+             else f"another program than the accepted {accepted.provenance.short}'s")
+    return Comparison(figures.info("program_vs_accepted", value,
+                                   context={"digest": digest, "record": f"{source} [{key}]"}))
 
 
 def scalar(value: Value) -> figures.Scalar:

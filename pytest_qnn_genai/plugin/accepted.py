@@ -26,6 +26,7 @@ from pytest_qnn_genai.settings import Settings
 from pytest_qnn_genai.targets import Target
 
 if TYPE_CHECKING:
+    from pytest_qnn_genai.cache import CacheEntry
     from pytest_qnn_genai.checks.parity import Check
     from pytest_qnn_genai.plugin.fixtures import Recorder
 
@@ -63,14 +64,18 @@ class AcceptedGate:
         self.path, self.source, self.case, self.key = path, source, case, key
         self.update, self._config, self._record = update, config, recorder
 
-    def hold(self, rows: Sequence[Check], *extra: record.Measured) -> None:
+    def hold(self, rows: Sequence[Check], *extra: record.Measured,
+             program: CacheEntry | None = None) -> None:
         """Compare ``rows``' numeric figures and ``extra`` with the accepted ones (or, under the
-        update flag, accept them): record the comparison, fail on a change."""
+        update flag, accept them, and ``program`` as the build they were measured on): record
+        the comparison, fail on a change."""
         measured = [*record.measured_of(rows), *extra]
         if self.update:
+            built = None if program is None else record.Program(
+                str(program.manifest["stage"]), program.key, program.digest)
             try:
                 diff = record.update(self.path, self.case, self.key, measured,
-                                     provenance(self._config), allow_write=True)
+                                     provenance(self._config), allow_write=True, program=built)
             except (record.AcceptedRecordError, GoldenWriteRefused) as e:
                 pytest.fail(str(e), pytrace=False)
             self._record("gate", [figures.info(f"{m.name}_vs_accepted", record.scalar(m.value),
@@ -82,10 +87,25 @@ class AcceptedGate:
         except record.AcceptedRecordError as e:
             pytest.fail(str(e), pytrace=False)
         compared = record.compare(accepted, self.key, measured, self.source)
+        if program is not None:
+            compared.append(record.same_program(accepted, self.key, program.digest,
+                                                self.source))
         self._record("gate", [c.figure for c in compared])
         problems = [c.problem for c in compared if c.problem]
         if problems:
             pytest.fail("\n".join(problems), pytrace=False)
+
+    def program(self) -> record.AcceptedProgram:
+        """The program accepted for this target (fails the test when the record has none, in one
+        line naming the file and the flag that records one)."""
+        try:
+            accepted = record.load(self.path, self.case).programs.get(self.key)
+        except record.AcceptedRecordError as e:
+            pytest.fail(str(e), pytrace=False)
+        if accepted is None:
+            pytest.fail(f"{self.source}: no accepted program for {self.key} (record one with "
+                        "pytest suites/gate --qnn-update-golden)", pytrace=False)
+        return accepted
 
 
 @pytest.fixture

@@ -63,7 +63,8 @@ def test_context_binary_is_for_the_target(qnn_pte, qnn_target, qnn_sdk) -> None:
     check_target(infos, qnn_target.soc, qnn_target.backend)
 
 
-def test_pte_program(qnn_pte, qnn_qdq, qnn_case, qnn_record, qnn_accepted) -> None:
+def test_pte_program(qnn_pipeline, qnn_pte, qnn_qdq, qnn_case, qnn_target, qnn_record,
+                     qnn_accepted) -> None:
     info = inspect_pte(qnn_pte.pte)
     assert tuple(info.graph_methods) == GRAPH_METHODS
     for name in GRAPH_METHODS:
@@ -100,7 +101,7 @@ def test_pte_program(qnn_pte, qnn_qdq, qnn_case, qnn_record, qnn_accepted) -> No
     size = agreement.pte_size(info.size_bytes, int(ceiling.value), ceiling.source)
     qnn_record("gate", [size])
     assert size.ok, parity.failures([size])
-    qnn_accepted.hold([size])
+    qnn_accepted.hold([size], program=qnn_pipeline.pte_entry(qnn_case, qnn_target))
 
 
 def test_target_runs_the_qdq_graph(qnn_run, qdq_on_run_tokens, qnn_record, qnn_accepted) -> None:

@@ -20,6 +20,11 @@ prefill and decode rates must stay at or above ``--qnn-perf-ratio-floor`` with 9
 says so, never a pass: :mod:`pytest_qnn_genai.perf.gate`). Every figure rests on
 the minimum work (``--qnn-perf-min-tokens``/``--qnn-perf-min-seconds``, pooled over rounds); more
 rounds are run until it does. Every figure goes into the run's records (``--qnn-report``).
+
+Across commits (``--nightly``, emulator): today's build is paired in lockstep against the program
+of the last accepted measurement (``golden/accepted/<case>.json`` names its cache entry), with
+the same statistics and ``--qnn-perf-accepted-floor`` (0.97), so a 3-5 % slowdown between
+commits fails (:mod:`pytest_qnn_genai.perf.accepted`).
 """
 from __future__ import annotations
 
@@ -33,6 +38,7 @@ from pytest_qnn_genai import progress
 from pytest_qnn_genai.checks import numerics, parity
 from pytest_qnn_genai.golden.perf import GoldenPerf, GoldenWorkload, update_golden
 from pytest_qnn_genai.models.case import FLOW_VARIANTS
+from pytest_qnn_genai.perf import accepted as accepted_speed
 from pytest_qnn_genai.perf.benchmark import (
     EMULATOR_PREFILL_PASSES,
     Minimum,
@@ -182,6 +188,36 @@ def test_relative_gate(qnn_ab_pair, qnn_pipeline, qnn_sdk, qnn_case, qnn_target,
                note=f"A/B {b} vs {a}, {how}, floor {qnn_settings.perf_ratio_floor:g}")
     print(f"{qnn_case.name} {qnn_target.id} {b} vs {a}: " + "; ".join(
         f"{fig} {v}" for fig, v in outcome.verdicts.items()))
+    assert not failures, "\n".join(failures)
+
+
+@pytest.mark.nightly
+@pytest.mark.emulator
+def test_speed_against_the_accepted_build(qnn_pipeline, qnn_sdk, qnn_case, qnn_target,
+                                          qnn_settings, qnn_accepted, qnn_record) -> None:
+    """Today's build against the program of the last accepted measurement
+    (``golden/accepted/<case>.json``, found by its cache entry locally or in the remote cache),
+    in lockstep on the emulator: today's prefill and decode tok/s over the accepted program's
+    keep ``--qnn-perf-accepted-floor`` (0.97) at 95 % (:mod:`pytest_qnn_genai.perf.accepted`)."""
+    if qnn_settings.update_golden:  # suites/gate may be rewriting the program in this run
+        pytest.skip("--qnn-update-golden: the accepted program is being rewritten; today's "
+                    "build is not judged against it in this run")
+    accepted = qnn_accepted.program()
+    try:
+        accepted_pte = accepted_speed.accepted_pte(qnn_pipeline.cache, accepted)
+    except accepted_speed.AcceptedProgramMissing as e:
+        pytest.fail(f"{qnn_accepted.source} [{qnn_accepted.key}]: {e}", pytrace=False)
+    floor = qnn_settings.perf_accepted_floor
+    outcome = accepted_speed.against_accepted(
+        accepted_pte, qnn_pipeline.pte(qnn_case, qnn_target).pte,
+        qnn_case.path("tokenizer_model"), Workload.for_case(qnn_case, EMULATOR_PREFILL_PASSES),
+        qnn_settings.perf_rounds, floor, Minimum.from_settings(qnn_settings))
+    failures = outcome.shortfall + outcome.failures()
+    qnn_record("perf", outcome.figures(), values={"rounds": len(outcome.a_rounds)},
+               note=f"today's build vs the accepted program ({qnn_accepted.source}, "
+                    f"{accepted.provenance.short}), lockstep, floor {floor:g}")
+    print(f"{qnn_case.name} {qnn_target.id} today vs accepted {accepted.provenance.short}: "
+          + "; ".join(f"{fig} {v}" for fig, v in outcome.verdicts.items()))
     assert not failures, "\n".join(failures)
 
 
