@@ -30,16 +30,15 @@ file is one :class:`AcceptedRecordError` line naming the file and the field.
 """
 from __future__ import annotations
 
-import hashlib
+import fcntl
 import json
 import math
-import tempfile
-from collections.abc import Iterable, Sequence
+import os
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
-
-from filelock import FileLock
 
 from pytest_qnn_genai import figures, golden
 from pytest_qnn_genai.targets import BACKENDS, SOCS
@@ -51,7 +50,6 @@ if TYPE_CHECKING:
 SUBDIR = "accepted"
 KINDS = ("emulator", "x86-runner", "phone")  # the last part of a target key
 Value = float | int | tuple[int, ...]  # a figure, or a greedy path's token ids
-LOCK_TIMEOUT_S = 120.0  # another worker's read-modify-write of the same record takes milliseconds
 _EPS = 1e-12
 
 
@@ -281,11 +279,17 @@ def load(path: Path, case_name: str) -> AcceptedRecord:
     return parse(data, str(path), case_name)
 
 
-def _lock(path: Path) -> FileLock:
-    """A lock for ``path``'s read-modify-write, outside the golden folder (no stray files)."""
-    digest = hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:16]
-    return FileLock(str(Path(tempfile.gettempdir()) / f"qnn-accepted-{digest}.lock"),
-                    timeout=LOCK_TIMEOUT_S)
+@contextmanager
+def _locked(folder: Path) -> Iterator[None]:
+    """Hold an exclusive lock on ``folder`` itself (``flock`` of the directory: no lock file is
+    left in the golden folder or anywhere else) for a record's read-modify-write."""
+    folder.mkdir(parents=True, exist_ok=True)
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing the descriptor releases the lock
 
 
 def update(path: Path, case_name: str, key: str, measured: Sequence[Measured],
@@ -296,7 +300,7 @@ def update(path: Path, case_name: str, key: str, measured: Sequence[Measured],
     if not allow_write:
         raise golden.GoldenWriteRefused(f"{path}: accepted records change only with "
                                         "--qnn-update-golden")
-    with _lock(path):
+    with _locked(path.parent):
         record = load(path, case_name).with_figures(key, measured, provenance, program)
         text = record.to_json()
         parse(json.loads(text), str(path), case_name)  # what is written always loads
