@@ -77,6 +77,7 @@ class Settings:
     perf_min_tokens: int
     perf_min_seconds: float
     perf_ratio_floor: float
+    perf_accepted_floor: float
     perf_rounds: int
     ab_pairs: tuple[tuple[str, str], ...]
     adb_host: str | None

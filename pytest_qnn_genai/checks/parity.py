@@ -90,11 +90,11 @@ def _fmt(v: object) -> str:
     return text.value(v, digits=6)  # scales need six digits to show a 1e-3 relative change
 
 
-def _given(v: Json) -> bool:
+def _given(v: object) -> bool:
     return v not in ("", None)
 
 
-def _say(v: Json) -> str:
+def _say(v: object) -> str:
     """A value in a sentence: text whose edges are spaces (or that is empty) quoted."""
     return repr(v) if isinstance(v, str) and (not v or v != v.strip()) else _fmt(v)
 

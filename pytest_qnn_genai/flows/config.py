@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pytest_qnn_genai.hybrid import ARTIFACT_KEYS, DECODE, PREFILL
-from pytest_qnn_genai.untyped import Json
 
 if TYPE_CHECKING:
     from pytest_qnn_genai.checks.parity import Signature
@@ -26,7 +25,7 @@ if TYPE_CHECKING:
 # QNN's backend type (compile options) -> llama.py's --backend
 BACKEND_TYPES = {"kHtpBackend": "htp", "kGpuBackend": "gpu", "kLpaiBackend": "lpai"}
 
-Setting = tuple[Json, str]  # a value and where it was read
+Setting = tuple[object, str]  # a value and where it was read
 
 
 def parse_legacy_argv(argv: tuple[str, ...] | list[str]) -> argparse.Namespace:
@@ -65,7 +64,7 @@ def legacy_settings(args: argparse.Namespace, artifact_dir: Path, recipe: str,
     decode_ar = (_next_power_of_two((args.window + args.gcap) * (args.ngram - 1)) if lookahead
                  else 1)
     samples = artifact_dir / Path(args.calib_samples[0]).name
-    prompts: Json = ([m["content"] for s in json.loads(samples.read_text()) for m in s["messages"]]
+    prompts: object = ([m["content"] for s in json.loads(samples.read_text()) for m in s["messages"]]
                      if samples.is_file() else None)
     return {
         "decoder_model": (args.decoder_model, "--decoder_model"),
@@ -83,8 +82,8 @@ def legacy_settings(args: argparse.Namespace, artifact_dir: Path, recipe: str,
     }
 
 
-def staged_settings(info: PteInfo, options: dict[str, Json],
-                    qdq_record: dict[str, Json]) -> dict[str, Setting]:
+def staged_settings(info: PteInfo, options: dict[str, object],
+                    qdq_record: dict[str, object]) -> dict[str, Setting]:
     """What the staged build is, read back out of it: ``info`` (its ``.pte``: methods, IO,
     constant methods), ``options`` (the QNN compile options its delegates carry) and
     ``qdq_record`` (the quantize stage's ``qdq.json``: the recipe and calibration it ran)."""
@@ -120,24 +119,24 @@ def staged_settings(info: PteInfo, options: dict[str, Json],
 
 
 def agreement_of(staged: dict[str, Setting], legacy: dict[str, Setting],
-                 ) -> dict[str, dict[str, Json]]:
+                 ) -> dict[str, dict[str, object]]:
     """Per setting: the staged build's value and where it was read, llama.py's and where, and
     whether they agree (a setting only one side names disagrees). The calibration prompts show
     as their count."""
-    out: dict[str, dict[str, Json]] = {}
+    out: dict[str, dict[str, object]] = {}
     for key in sorted(staged.keys() | legacy.keys()):
         (new, new_from), (old, old_from) = (staged.get(key, (None, "<absent>")),
                                             legacy.get(key, (None, "<absent>")))
         agrees = new is not None and new == old
         if isinstance(new, list) or isinstance(old, list):
-            new = None if new is None else len(new)
-            old = None if old is None else len(old)
+            new = len(new) if isinstance(new, list) else None
+            old = len(old) if isinstance(old, list) else None
         out[key] = {"new": new, "new_from": new_from, "legacy": old, "legacy_from": old_from,
                     "agrees": agrees}
     return out
 
 
-def disagreements(agreement: dict[str, dict[str, Json]]) -> list[str]:
+def disagreements(agreement: dict[str, dict[str, object]]) -> list[str]:
     """One line per setting the staged build does not carry as llama.py was told it."""
     return [f"{k}: the staged build carries {v['new']!r} ({v['new_from']}) but llama.py was "
             f"given {v['legacy']!r} ({v['legacy_from']})"

@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from pytest_qnn_genai.models.registry import ModelCase
     from pytest_qnn_genai.runtime.result import RunResult
     from pytest_qnn_genai.targets import Target
-    from pytest_qnn_genai.untyped import Json, Upstream
+    from pytest_qnn_genai.untyped import Upstream
 
 RESULT_FILE = "genai_inference.json"
 Generate = Callable[[Path, str, int], "RunResult"]
@@ -70,7 +70,7 @@ class HarnessRunnerAdapter:
         n = int(str(options.get("max_new_tokens", self._max_new_tokens)))
         self._result = self._generate(self._pte, prompt, n)
         run = self._result
-        metrics: dict[str, Json] = {**run.perf.to_dict(), "prompt_token_ids": run.prompt_tokens,
+        metrics: dict[str, object] = {**run.perf.to_dict(), "prompt_token_ids": run.prompt_tokens,
                                     "token_ids": run.tokens, "device": run.device,
                                     "pte_sha256": file_sha256(self._pte)}
         return upstream("InferenceResult")(output_data=[run.text], performance_metrics=metrics)

@@ -14,6 +14,7 @@ import pytest
 
 from pytest_qnn_genai import progress
 from pytest_qnn_genai.plugin import marks, options, summary, updates
+from pytest_qnn_genai.plugin.accepted import *  # noqa: F403 (the qnn_accepted fixture)
 from pytest_qnn_genai.plugin.fixtures import *  # noqa: F403 (fixtures are registered from here)
 from pytest_qnn_genai.plugin.session import PAYLOAD, SESSION, QnnSession
 

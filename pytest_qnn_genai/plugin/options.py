@@ -263,6 +263,10 @@ KNOBS: tuple[Knob, ...] = (
     _perf("qnn_perf_ratio_floor", "perf_ratio_floor", "A/B gate: lowest allowed B/A tok/s "
           "ratio (median of paired rounds; its 95 percent lower bound must reach it)", "0.9",
           number(float, 0.0, low_open=True), "RATIO"),
+    _perf("qnn_perf_accepted_floor", "perf_accepted_floor", "nightly, emulator: lowest allowed "
+          "tok/s ratio of today's build over the accepted build's program (golden/accepted; "
+          "lockstep pairs, its 95 percent lower bound must reach it)", "0.97",
+          number(float, 0.0, low_open=True), "RATIO"),
     _perf("qnn_perf_rounds", "perf_rounds", "measured rounds per perf figure (after one warm-up "
           "round)", "5", number(int, 1, 1000), "N"),
     Knob("qnn_ab", "ab_pairs", "emulator A/B gate on two variants of each model case, "

@@ -30,6 +30,7 @@ def fingerprint(session: QnnSession) -> dict[str, object]:
                 "perf_rounds": s.perf_rounds, "perf_min_tokens": s.perf_min_tokens,
                 "perf_min_seconds": s.perf_min_seconds,
                 "perf_ratio_floor": s.perf_ratio_floor,
+                "perf_accepted_floor": s.perf_accepted_floor,
                 "ab_pairs": [f"{a}:{b}" for a, b in s.ab_pairs]}
     cases = {c.name: {k: getattr(c, k) for k in RUNTIME_FIELDS}
              for c in registry.select(list(s.models), s.case_dirs)}

@@ -5,6 +5,11 @@ QnnBackend-only), the target vs QDQ (does the hardware run the graph it was give
 generated text against its committed golden continuation. Every judged number goes into the run
 report (``qnn_record``) from the same Check row or figure the test asserts on.
 
+Each figure is judged twice: against the case's floors (its spec, the outer wall), then against
+the last accepted measurement of this case × SoC × target (``golden/accepted/<case>.json``,
+``qnn_accepted``: :mod:`pytest_qnn_genai.golden.accepted`), at its printed resolution: any
+change fails naming old and new, and only ``--qnn-update-golden`` accepts a new value.
+
 Every check applies on a phone too. There the text and perf come from ``qnn_llama_runner``'s
 hybrid run and the logits (and the exact generated ids) from a second, kv-mode run of the same
 program, the only mode that dumps them, as upstream's device evaluator does;
@@ -12,12 +17,14 @@ program, the only mode that dumps them, as upstream's device evaluator does;
 """
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from pytest_qnn_genai import figures
 from pytest_qnn_genai.checks import agreement, bounds, generation, parity
 from pytest_qnn_genai.compat import llama_example
 from pytest_qnn_genai.golden import continuation
+from pytest_qnn_genai.golden.accepted import Measured
 from pytest_qnn_genai.hybrid import GRAPH_METHODS
 from pytest_qnn_genai.runtime.pte_info import inspect_pte
 from pytest_qnn_genai.runtime.tokenizer import decode_continuation, load_tokenizer
@@ -34,8 +41,10 @@ EXPECTED_CONSTANTS = {"get_max_seq_len": "max_seq_len", "get_max_context_len": "
                       "get_kv_io_bit_width": "kv_io_bit_width"}
 
 
-def test_qdq_keeps_the_fp32_model(fp32_reference, qdq_on_fp32_tokens, qnn_case,
-                                  qnn_record) -> None:
+def test_qdq_keeps_the_fp32_model(fp32_reference, qdq_on_fp32_tokens, qnn_case, qnn_record,
+                                  qnn_accepted) -> None:
+    """QDQ vs fp32 on fp32's own continuation: held to the case's floors, then the SQNR, the
+    greedy agreement and the QDQ graph's greedy tokens to the accepted measurement."""
     fp32, qdq = fp32_reference.logits, qdq_on_fp32_tokens
     assert qdq.shape == fp32.shape
     sqnr = bounds.bound(qnn_case, "min_qdq_sqnr_db")
@@ -44,6 +53,9 @@ def test_qdq_keeps_the_fp32_model(fp32_reference, qdq_on_fp32_tokens, qnn_case,
                                       (sqnr.source, greedy.source))
     qnn_record("gate", checks)
     assert all(c.ok for c in checks), parity.failures(checks)
+    qnn_accepted.hold(checks, Measured(
+        "qdq_greedy_tokens", tuple(int(t) for t in np.argmax(qdq, axis=1)),
+        label="QDQ greedy tokens (teacher-forced on fp32's continuation)"))
 
 
 def test_context_binary_is_for_the_target(qnn_pte, qnn_target, qnn_sdk) -> None:
@@ -53,7 +65,8 @@ def test_context_binary_is_for_the_target(qnn_pte, qnn_target, qnn_sdk) -> None:
     check_target(infos, qnn_target.soc, qnn_target.backend)
 
 
-def test_pte_program(qnn_pte, qnn_qdq, qnn_case, qnn_record) -> None:
+def test_pte_program(qnn_pipeline, qnn_pte, qnn_qdq, qnn_case, qnn_target, qnn_record,
+                     qnn_accepted) -> None:
     info = inspect_pte(qnn_pte.pte)
     assert tuple(info.graph_methods) == GRAPH_METHODS
     for name in GRAPH_METHODS:
@@ -90,15 +103,17 @@ def test_pte_program(qnn_pte, qnn_qdq, qnn_case, qnn_record) -> None:
     size = agreement.pte_size(info.size_bytes, int(ceiling.value), ceiling.source)
     qnn_record("gate", [size])
     assert size.ok, parity.failures([size])
+    qnn_accepted.hold([size], program=qnn_pipeline.pte_entry(qnn_case, qnn_target))
 
 
-def test_target_runs_the_qdq_graph(qnn_run, qdq_on_run_tokens, qnn_record) -> None:
+def test_target_runs_the_qdq_graph(qnn_run, qdq_on_run_tokens, qnn_record, qnn_accepted) -> None:
     run, qdq = qnn_run, qdq_on_run_tokens
     assert run.logits is not None and run.logits.shape == qdq.shape
     checks = agreement.target_runs_qdq(qdq, run.logits, run.tokens, MIN_TARGET_ROW_COSINE,
                                        MIN_TARGET_SQNR_DB)
     qnn_record("gate", checks)
     assert all(c.ok for c in checks), parity.failures(checks)
+    qnn_accepted.hold(checks)
 
 
 def test_text_is_the_judged_generation(qnn_run, qnn_case, qnn_target, qnn_record) -> None:

@@ -6,7 +6,9 @@ target (the emulator's prompt processor, or a phone's kv-mode logits dump), each
 case's ceiling (``case.json`` ``gate.max_perplexity``; without one, a uniform guess over the
 vocabulary, reported as the default floor), and the target's over fp32's to
 ``gate.max_target_perplexity_ratio``. KL divergence and top-1 agreement of QDQ and target against
-fp32 (llama.cpp's ``--kl-divergence``) and token perplexities are reported, judged by nothing.
+fp32 (llama.cpp's ``--kl-divergence``) and token perplexities have no floor. Every one of these
+figures is then held to the last accepted measurement (``golden/accepted/<case>.json``, at its
+printed resolution: ``qnn_accepted``).
 """
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ from pytest_qnn_genai.checks import parity, perplexity
 
 
 def test_heldout_perplexity(qnn_pipeline, qnn_case, qnn_target, qnn_pte, heldout_documents,
-                            heldout_fp32, heldout_qdq, heldout_target, qnn_record) -> None:
+                            heldout_fp32, heldout_qdq, heldout_target, qnn_record, qnn_accepted) -> None:
     docs = heldout_documents
     qdq = heldout_qdq
     target = heldout_target(qnn_pipeline, qnn_case, qnn_target, qnn_pte.pte, docs,
@@ -35,3 +37,4 @@ def test_heldout_perplexity(qnn_pipeline, qnn_case, qnn_target, qnn_pte, heldout
           + f" ({len(docs)} stories, {len(perplexity.all_windows(docs))} windows, "
             f"{scores[0].tokens} tokens)")
     assert all(c.ok for c in checks), parity.failures(checks)
+    qnn_accepted.hold(checks)

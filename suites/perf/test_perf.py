@@ -23,6 +23,11 @@ prefill and decode rates must stay at or above ``--qnn-perf-ratio-floor`` with 9
 says so, never a pass: :mod:`pytest_qnn_genai.perf.gate`). Every figure rests on
 the minimum work (``--qnn-perf-min-tokens``/``--qnn-perf-min-seconds``, pooled over rounds); more
 rounds are run until it does. Every figure goes into the run's records (``--qnn-report``).
+
+Across commits (``--nightly``, emulator): today's build is paired in lockstep against the program
+of the last accepted measurement (``golden/accepted/<case>.json`` names its cache entry), with
+the same statistics and ``--qnn-perf-accepted-floor`` (0.97), so a 3-5 % slowdown between
+commits fails (:mod:`pytest_qnn_genai.perf.accepted`).
 """
 from __future__ import annotations
 
@@ -36,6 +41,7 @@ from pytest_qnn_genai import progress
 from pytest_qnn_genai.checks import agreement, numerics, parity
 from pytest_qnn_genai.golden.perf import GoldenPerf, GoldenWorkload, update_golden
 from pytest_qnn_genai.models.case import FLOW_VARIANTS
+from pytest_qnn_genai.perf import accepted as accepted_speed
 from pytest_qnn_genai.perf.benchmark import (
     EMULATOR_PREFILL_PASSES,
     Minimum,
@@ -221,14 +227,54 @@ def test_relative_gate(qnn_ab_pair, qnn_pipeline, qnn_sdk, qnn_case, qnn_target,
     assert not failures, "\n".join(failures)
 
 
+@pytest.mark.nightly
+@pytest.mark.emulator
+def test_speed_against_the_accepted_build(qnn_pipeline, qnn_sdk, qnn_case, qnn_target,
+                                          qnn_settings, qnn_accepted, qnn_record) -> None:
+    """Today's build against the program of the last accepted measurement
+    (``golden/accepted/<case>.json``, found by its cache entry locally or in the remote cache),
+    in lockstep on the emulator: today's prefill and decode tok/s over the accepted program's
+    keep ``--qnn-perf-accepted-floor`` (0.97) at 95 % (:mod:`pytest_qnn_genai.perf.accepted`).
+    Today's build with the accepted program's files digest is that program: passed by identity."""
+    if qnn_settings.update_golden:  # suites/gate may be rewriting the program in this run
+        pytest.skip("--qnn-update-golden: the accepted program is being rewritten; today's "
+                    "build is not judged against it in this run")
+    accepted = qnn_accepted.program()
+    if qnn_pipeline.pte_entry(qnn_case, qnn_target).digest == accepted.program.digest:
+        # today's build is the accepted program's very files: the same speed, nothing to pair
+        # (measured against itself on a busy machine, prefill reads inconclusive at 0.97)
+        qnn_record("perf", [judged.Figure(
+            "program_vs_accepted", "the accepted program", judged.PASS,
+            f"files digest = the accepted program's ({accepted.program.stage}/"
+            f"{accepted.program.key}, {accepted.provenance.short})", judged.EQUAL)],
+                   note="today's build is the accepted program: not measured")
+        return
+    try:
+        accepted_pte = accepted_speed.accepted_pte(qnn_pipeline.cache, accepted)
+    except accepted_speed.AcceptedProgramMissing as e:
+        pytest.fail(f"{qnn_accepted.source} [{qnn_accepted.key}]: {e}", pytrace=False)
+    floor = qnn_settings.perf_accepted_floor
+    outcome = accepted_speed.against_accepted(
+        accepted_pte, qnn_pipeline.pte(qnn_case, qnn_target).pte,
+        qnn_case.path("tokenizer_model"), Workload.for_case(qnn_case, EMULATOR_PREFILL_PASSES),
+        qnn_settings.perf_rounds, floor, Minimum.from_settings(qnn_settings))
+    failures = outcome.shortfall + outcome.failures()
+    qnn_record("perf", outcome.figures(), values={"rounds": len(outcome.a_rounds)},
+               note=f"today's build vs the accepted program ({qnn_accepted.source}, "
+                    f"{accepted.provenance.short}), lockstep, floor {floor:g}")
+    print(f"{qnn_case.name} {qnn_target.id} today vs accepted {accepted.provenance.short}: "
+          + "; ".join(f"{fig} {v}" for fig, v in outcome.verdicts.items()))
+    assert not failures, "\n".join(failures)
+
+
 # B may keep this much less of the fp32 model than A on the eval prompt. The pairs measure B - A
 # = 0 where both compute the same quantised graph (legacy:new, ar8:new) and -0.09 / -0.17 dB
 # for an 8-bit KV cache against a 16-bit one (kv16:new, stories260k / llama3_2_toy), greedy
-# agreement equal in every pair (README, "A/B pairs"): the SQNR bound sits above the largest
+# agreement equal in every pair (the measurements page): the SQNR bound sits above the largest
 # measured loss, the agreement bound at the measurement.
 AB_MAX_SQNR_LOSS_DB = 0.3
 AB_MAX_AGREEMENT_LOSS = 0.0
-AB_BOUND_SOURCE = "measured A/B pairs, README 'A/B pairs'"
+AB_BOUND_SOURCE = "the measured A/B pairs (docs: measurements, 'The A/B gate')"
 
 
 @pytest.mark.emulator

@@ -44,6 +44,8 @@ VALUE_KNOBS = [
      "perf_min_seconds", 0.5),
     ("--qnn-perf-ratio-floor", "qnn_perf_ratio_floor", "QNN_GENAI_PERF_RATIO_FLOOR", "0.8",
      "perf_ratio_floor", 0.8),
+    ("--qnn-perf-accepted-floor", "qnn_perf_accepted_floor", "QNN_GENAI_PERF_ACCEPTED_FLOOR",
+     "0.95", "perf_accepted_floor", 0.95),
     ("--qnn-perf-rounds", "qnn_perf_rounds", "QNN_GENAI_PERF_ROUNDS", "3", "perf_rounds", 3),
     ("--qnn-ab", "qnn_ab", "QNN_GENAI_AB", "ar8:new", "ab_pairs", [["ar8", "new"]]),
     ("--adb-host", "qnn_adb_host", "QNN_GENAI_ADB_HOST", "127.0.0.1:5999", "adb_host",
@@ -171,6 +173,7 @@ def test_defaults(pytester: pytest.Pytester) -> None:
         "htp", [], None, False)
     assert (got["perf_noise"], got["perf_min_tokens"], got["perf_min_seconds"],
             got["perf_ratio_floor"], got["perf_rounds"]) == (0.1, 64, 2.0, 0.9, 5)
+    assert got["perf_accepted_floor"] == 0.97
 
 
 NEEDS_QNN = """
