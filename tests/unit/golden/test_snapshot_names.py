@@ -9,7 +9,7 @@ from pytest_qnn_genai.golden.snapshots import build_label, golden_extension
 from pytest_qnn_genai.targets import EMULATOR, X86_RUNNER, Target, soc
 
 SM8650 = soc("SM8650")
-PHONE_CASES = {"stories260k", "qwen3_toy"}  # the cases whose SM8650 phone builds are snapshotted
+PHONE_CASES = {"stories260k", "qwen3_toy", "llama3_2_toy"}  # the cases whose SM8650 phone builds are snapshotted
 
 
 def _name(target: Target, build: Target, test: str) -> str:
