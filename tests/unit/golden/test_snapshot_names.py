@@ -9,7 +9,8 @@ from pytest_qnn_genai.golden.snapshots import build_label, golden_extension
 from pytest_qnn_genai.targets import EMULATOR, X86_RUNNER, Target, soc
 
 SM8650 = soc("SM8650")
-PHONE_CASES = {"stories260k", "qwen3_toy", "llama3_2_toy"}  # the cases whose SM8650 phone builds are snapshotted
+# the cases whose SM8650 phone builds are snapshotted (every shipped case)
+PHONE_CASES = {"stories260k", "qwen3_toy", "llama3_2_toy"}
 
 
 def _name(target: Target, build: Target, test: str) -> str:
