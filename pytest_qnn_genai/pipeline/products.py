@@ -129,11 +129,15 @@ class Product:
     built_from: Callable[[Need], tuple[Need, ...]] = _nothing
     long: bool = False  # minutes, not seconds: the prebuild starts these first
     in_subprocess: bool = False  # its build is a subprocess (llama.py, cmake)
-    module: str = ""  # where it was registered, if not here (the prebuild imports it)
 
     @property
     def cache_stage(self) -> str:
         return self.stage or self.name
+
+    @property
+    def module(self) -> str:
+        """The module its ``make`` is in (for a registered product, the prebuild imports it)."""
+        return self.make.partition(":")[0]
 
     def check_built_ahead(self) -> None:
         """One line unless it has a ``make`` (a product only its tests build has none)."""
@@ -190,13 +194,12 @@ _REGISTERED: dict[str, Product] = {}
 
 
 def register(product: Product) -> Product:
-    """Add a product to the table from outside this module (its module is remembered so the
-    prebuild process can import it)."""
+    """Add a product to the table from outside the package (the prebuild process imports the
+    module its ``make`` is in, which registers it there too)."""
     if product.name in _builtin() or product.name in flows.flows():
         raise ValueError(f"product {product.name!r} is the harness's own")
-    made = dataclasses.replace(product, module=product.module or product.make.partition(":")[0])
-    _REGISTERED[made.name] = made
-    return made
+    _REGISTERED[product.name] = product
+    return product
 
 
 def unregister(name: str) -> None:
