@@ -114,7 +114,7 @@ class Family(Protocol):
     # files a case of this family has besides case.json's four, by role -> name in its folder
     EXTRA_FILES: Mapping[str, str]
     HF_CLASS: str  # the transformers class of the same architecture (the fp32 reference)
-    TOY: Toy  # the family's toy model case, as the shared trainer builds it
+    TOY: Toy | None  # the family's toy model case, as the shared trainer builds it (None: none)
 
     def expected_shapes(self, params: dict[str, Any]) -> dict[str, tuple[int, ...]]:
         """Every key of the family's checkpoint file and its shape for ``params``."""
