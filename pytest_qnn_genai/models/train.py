@@ -278,6 +278,8 @@ Token ids: `{f['continuation_ids']}`
 def run(cfg: Config) -> dict[str, object]:
     """Build the whole model case in ``cfg.out``; returns the measured facts."""
     toy = families.all_families()[cfg.family].TOY
+    if toy is None:
+        raise ValueError(f"family {cfg.family} has no toy to train (its cases are real checkpoints)")
     if not cfg.steps:
         cfg = Config(**{**vars(cfg), "steps": toy.STEPS})
     changes = json.loads(cfg.params) if cfg.params else {}

@@ -78,3 +78,11 @@ def genai_qdq(pipeline: Pipeline, build: Build) -> object:
 
     return entry(pipeline, build.require_case(), build.require_target())
 
+
+def gguf_import(pipeline: Pipeline, build: Build) -> object:
+    """A GGUF case's Hugging Face folder, imported through the cache (nothing for another)."""
+    from pytest_qnn_genai.stages.gguf_import import imported_entry
+
+    source = build.require_case().gguf_file
+    return None if source is None else imported_entry(pipeline.cache, source,
+                                                      pipeline.package_root)

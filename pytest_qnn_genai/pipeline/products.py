@@ -32,6 +32,7 @@ from pytest_qnn_genai.flows import registry as flows
 from pytest_qnn_genai.flows.base import Flow
 from pytest_qnn_genai.models import families
 from pytest_qnn_genai.models.registry import VARIANT_SEPARATOR, ModelCase, select
+from pytest_qnn_genai.stages import gguf_import
 from pytest_qnn_genai.targets import Target, soc
 
 F = TypeVar("F", bound=Callable[..., object])
@@ -271,6 +272,7 @@ FP32_LOGITS = "fp32-logits"
 TRANSFORMERS_LOGITS = "transformers-logits"
 RUNNERS = "runners-build"
 QDQ_ENCODINGS = "qdq-encodings"
+GGUF_IMPORT = "gguf-import"  # a GGUF file -> its Hugging Face folder (a case's files)
 GENAI_QDQ = "genai-qdq"  # upstream genai_pipeline's model preparation and quantization
 QDQ_WINDOW_LOGITS = "qdq-window-logits"  # any QDQ graph on the flows' comparison windows
 # the token sets of the logits products: the fp32 continuation of the eval prompt, or every
@@ -313,6 +315,7 @@ def _builtin() -> dict[str, Product]:
                 built_from=lambda need: (Need(FP32_REFERENCE, need.case),)),
         Product(RUNNERS, Per.SOURCE, _MAKERS + "runners", ("pytest_qnn_genai.runners.build",), long=True,
                 in_subprocess=True),
+        Product(GGUF_IMPORT, Per.CASE, _MAKERS + "gguf_import", gguf_import.CODE),
         Product(GENAI_QDQ, Per.CASE_TARGET, _MAKERS + "genai_qdq",
                 ("pytest_qnn_genai.flows.genai_front", "pytest_qnn_genai.stages.recipe"),
                 long=True),

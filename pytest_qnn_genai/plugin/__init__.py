@@ -71,9 +71,11 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None],
                               ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
     report = yield
-    updates.note(item, report)  # what this phase wrote: the test reports "updated"
     if SESSION in item.config.stash:
-        item.config.stash[SESSION].note_failure(item, report)
+        qnn = item.config.stash[SESSION]
+        # what this phase wrote: in an update run the test reports "updated"
+        updates.note(item, report, updates.update_run(item.config, qnn.settings))
+        qnn.note_failure(item, report)
     return report
 
 

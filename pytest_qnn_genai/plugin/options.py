@@ -231,7 +231,8 @@ KNOBS: tuple[Knob, ...] = (
     Knob("qnn_prebuild", "prebuild", "once collection knows the selected tests, build the cache "
          "entries they need ahead, in a background process (dependency order; llama.py's "
          "subprocess builds beside the in-process ones)", _flag, True, kind="bool"),
-    Knob("models", "models", "model cases to run, comma separated (default: all registered)",
+    Knob("models", "models", "model cases to run, comma separated, whatever their tier "
+         "(default: every default-tier case, and the nightly-tier ones with --nightly)",
          _names, kind="list", metavar="NAME,..."),
     Knob("qnn_shard", "shard", "run shard K of N: a deterministic share of the model case x "
          "target combinations, each case x SoC-backend's builds on one shard (tests without a "

@@ -31,6 +31,7 @@ from pytest_qnn_genai.report.results import Header, Record, RecordDict, ResultsF
 from pytest_qnn_genai.sdk import QnnSdk, SdkError, activate, resolve_sdk
 from pytest_qnn_genai.sdk.versions import dist_version, stack
 from pytest_qnn_genai.shards import Selection, SelectionDict
+from pytest_qnn_genai.stages import gguf_import
 
 if TYPE_CHECKING:
     from pytest_qnn_genai.prebuild.launch import PrebuildProcess
@@ -61,14 +62,15 @@ class QnnSession:
         self.config = config
         self.settings = options.resolve(config.getoption, config.getini, config.rootpath)
         try:
-            cases = registry.select(list(self.settings.models), self.settings.case_dirs)
+            cases = registry.select(list(self.settings.models), self.settings.case_dirs,
+                                    nightly=self.settings.nightly)
         except registry.ModelCaseError as e:
             flags = "--models/--qnn-cases" if self.settings.case_dirs else "--models"
             raise pytest.UsageError(f"{flags}: {e}") from None
         _check_ab_pairs(self.settings.ab_pairs, cases)
         _check_x86_runner(self.settings)
         if self.settings.shard is not None or len(cases) < len(
-                registry.available(self.settings.case_dirs)):
+                registry.select([], self.settings.case_dirs, nightly=self.settings.nightly)):
             # a share of the cases: the committed snapshots of the others go unused, which
             # syrupy fails a run for (its selection sees the tests, not their parameters)
             config.option.warn_unused_snapshots = True
@@ -85,6 +87,7 @@ class QnnSession:
             self.rebuild_before = (worker_input or {}).get(REBUILD_BEFORE, self.started)
         self.workers: int | None = _xdist_workers(config)
         self._cache: ArtifactCache | None = None
+        gguf_import.install(lambda: self.cache)  # a case naming a GGUF imports it through it
         self._sdk_active = False
         self.worker_stats = CacheStats()  # merged from xdist workers (controller)
         self.parity = ParityTable()
@@ -168,7 +171,8 @@ class QnnSession:
         """Parametrise ``qnn_case`` by ``--models``, ``qnn_target`` by SoC × device and
         ``qnn_ab_pair`` by ``--qnn-ab``."""
         if "qnn_case" in metafunc.fixturenames:
-            cases = registry.select(list(self.settings.models), self.settings.case_dirs)
+            cases = registry.select(list(self.settings.models), self.settings.case_dirs,
+                                    nightly=self.settings.nightly)
             metafunc.parametrize("qnn_case", cases, ids=[c.name for c in cases], scope="session")
         if "qnn_target" in metafunc.fixturenames:
             from pytest_qnn_genai.devices.setup import device_targets

@@ -33,7 +33,7 @@ def fingerprint(session: QnnSession) -> dict[str, object]:
                 "perf_accepted_floor": s.perf_accepted_floor,
                 "ab_pairs": [f"{a}:{b}" for a, b in s.ab_pairs]}
     cases = {c.name: {k: getattr(c, k) for k in RUNTIME_FIELDS}
-             for c in registry.select(list(s.models), s.case_dirs)}
+             for c in registry.select(list(s.models), s.case_dirs, nightly=s.nightly)}
     found = collect(session.results.header.versions, git_state(session.config.rootpath), settings,
                     cases, session.cache_stats().used.values())
     if session.shard is not None:  # the merge checks the shards against each other with it

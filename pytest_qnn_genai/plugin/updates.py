@@ -33,9 +33,7 @@ def refuse_in_ci(config: pytest.Config, settings: Settings, environ: Mapping[str
     ``--qnn-force-update``: a CI run judges against what was reviewed, it accepts nothing."""
     if settings.force_update or not in_ci(environ):
         return
-    given = [flag for dest, flag in UPDATE_FLAGS
-             if (settings.update_golden if dest == "update_golden"
-                 else getattr(config.option, dest, False))]
+    given = update_flags(config, settings)
     if given:
         raise pytest.UsageError(
             f"{', '.join(given)}: refused where $CI is set (CI={environ.get('CI')!r}): a CI "
@@ -46,11 +44,28 @@ def refuse_in_ci(config: pytest.Config, settings: Settings, environ: Mapping[str
 _PENDING = pytest.StashKey[list[str]]()
 
 
-def note(item: pytest.Item, report: pytest.TestReport) -> None:
+def update_flags(config: pytest.Config, settings: Settings) -> list[str]:
+    """The update flags this run was given."""
+    return [flag for dest, flag in UPDATE_FLAGS
+            if (settings.update_golden if dest == "update_golden"
+                else getattr(config.option, dest, False))]
+
+
+def update_run(config: pytest.Config, settings: Settings) -> bool:
+    """True when an update flag was given: only then is a test that wrote an expectation one
+    that updated the gate's (a test of the writer itself writes into its own folders)."""
+    return bool(update_flags(config, settings))
+
+
+def note(item: pytest.Item, report: pytest.TestReport, update: bool = True) -> None:
     """Move what this test phase wrote (goldens, and on the call phase syrupy's snapshots) onto
-    the call phase's report (a setup phase's writes wait in the item's stash for it)."""
+    the call phase's report (a setup phase's writes wait in the item's stash for it); outside an
+    update run (``update`` False) the journal is emptied and nothing is noted."""
+    written_now = updates.take()
+    if not update:
+        return
     pending = item.stash.setdefault(_PENDING, [])
-    pending += [line for made in updates.take() if made.changed for line in made.lines()]
+    pending += [line for made in written_now if made.changed for line in made.lines()]
     if report.when == "call":
         pending += _snapshot_lines(item)
         if pending:

@@ -48,6 +48,7 @@ from pytest_qnn_genai.prebuild import building
 from pytest_qnn_genai.prebuild.plan import dependencies
 from pytest_qnn_genai.prebuild.schedule import Outcome, StepBusy, first_line, run_steps
 from pytest_qnn_genai.settings import Settings
+from pytest_qnn_genai.stages import gguf_import
 
 if TYPE_CHECKING:
     from pytest_qnn_genai.pipeline import Pipeline
@@ -175,9 +176,11 @@ def open_pipeline(config: PrebuildConfig) -> Pipeline:
     def mark(line: str) -> None:  # its builds' progress, told apart from the tests' own
         progress.stderr_writer(line.replace("[qnn-genai] build ", "[qnn-genai] prebuild ", 1))
 
-    return Pipeline(open_cache(s, stack(sdk), session_start=config.session_start,
-                               rebuild_before=config.rebuild_before, progress=mark,
-                               cache_class=ProbingCache))
+    pipeline = Pipeline(open_cache(s, stack(sdk), session_start=config.session_start,
+                                   rebuild_before=config.rebuild_before, progress=mark,
+                                   cache_class=ProbingCache))
+    gguf_import.install(lambda: pipeline.cache)  # a GGUF case's files, as the session's
+    return pipeline
 
 
 def execute(pipeline: Pipeline, need: Need, case_dirs: Sequence[Path] = ()) -> str:

@@ -48,7 +48,6 @@ class UnsupportedCaseError(ValueError):
 UNBUILT_CONFIG = (
     ("num_sharding", 1, "graph sharding (llama.py's SplitGraph pass)"),
     ("r1", False, "SpinQuant R1"), ("r2", False, "SpinQuant R2"),
-    ("r3", False, "SpinQuant R3 Hadamard rotation"),
 )
 
 
@@ -57,8 +56,8 @@ BUILT_MODES = ("hybrid", "lookahead")  # llama.py's kv mode (one AR-1 graph) is 
 
 def check_case(case: ModelCase) -> None:
     """Refuse cases whose legacy config needs more than this flow does (plain LlamaModel,
-    hybrid or lookahead mode, one shard, no SpinQuant, no partial rotary with transformed weights): one line
-    naming each feature."""
+    hybrid or lookahead mode, one shard, no SpinQuant R1/R2, no partial rotary with transformed
+    weights): one line naming each feature."""
     llama_pkg = llama_example.package()
     config = llama_pkg.SUPPORTED_LLM_MODELS.get(case.decoder_model)
     problems = [] if config else [f"decoder_model {case.decoder_model!r} is unknown to executorch"]
@@ -104,7 +103,9 @@ def _model_args(case: ModelCase, graph: str) -> Upstream:
     args.max_seq_len = case.max_seq_len
     args.max_context_len = case.max_context_len
     args.use_kv_cache = case.max_context_len != ar_len or graph == CALIBRATION
-    args.enable_r3 = False
+    # SpinQuant R3 (smollm2_135m, qwen2_5-*): static_llama rotates q and k by a Hadamard matrix
+    # in the graph itself, as llama.py's process_model_args asks it to (enable_r3 = config.r3)
+    args.enable_r3 = bool(llama_example.package().SUPPORTED_LLM_MODELS[case.decoder_model].r3)
     args.ar_len = ar_len
     args.kv_io_bit_width = case.kv_io_bit_width
     if llama_example.package().SUPPORTED_LLM_MODELS[case.decoder_model].masked_softmax:

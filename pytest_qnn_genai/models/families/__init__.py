@@ -43,6 +43,9 @@ class CaseFiles(Protocol):
     def folder(self) -> Path: ...
 
     @property
+    def hf_folder(self) -> Path: ...
+
+    @property
     def decoder_model(self) -> str: ...
 
     @property
@@ -138,7 +141,7 @@ class Family(Protocol):
     # files a case of this family has besides case.json's four, by role -> name in its folder
     EXTRA_FILES: Mapping[str, str]
     HF_CLASS: str  # the transformers class of the same architecture (the fp32 reference)
-    TOY: Toy  # the family's toy model case, as the shared trainer builds it
+    TOY: Toy | None  # the family's toy model case, as the shared trainer builds it (None: none)
 
     def expected_shapes(self, params: ModelParams) -> dict[str, tuple[int, ...]]:
         """Every key of the family's checkpoint file and its shape for ``params``."""

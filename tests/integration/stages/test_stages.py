@@ -302,10 +302,25 @@ def test_prepare_refuses_what_it_does_not_implement(case: ModelCase) -> None:
     with pytest.raises(UnsupportedCaseError,
                        match=r"a LlamaModel variant architecture \(MultiScopeAwareLlamaModel\)"):
         check_case(dataclasses.replace(case, decoder_model="gemma3-1b"))
-    with pytest.raises(UnsupportedCaseError, match=r"SpinQuant R3 Hadamard rotation \(r3=True\)"):
-        check_case(dataclasses.replace(case, decoder_model="qwen3-1_7b"))
+    check_case(dataclasses.replace(case, decoder_model="smollm2_135m"))  # R3: built
     with pytest.raises(UnsupportedCaseError, match=r"graph sharding .* \(num_sharding=3\)"):
         check_case(dataclasses.replace(case, decoder_model="llama3_2-3b_instruct"))
+
+
+def test_prepare_asks_static_llama_for_r3_where_llama_py_does(case: ModelCase) -> None:
+    """SpinQuant R3 is static_llama's own Hadamard rotation of q and k, switched on by the model
+    config (``r3``: smollm2_135m's True, stories260k's False), as llama.py's process_model_args
+    sets ``enable_r3``: the graph of an R3 model carries the rotation buffer, another's not."""
+    import dataclasses
+
+    from pytest_qnn_genai.stages.prepare import _build_graph, _model_args
+
+    r3 = dataclasses.replace(case, decoder_model="smollm2_135m")
+    assert _model_args(r3, PREFILL).enable_r3 is True
+    assert _model_args(case, PREFILL).enable_r3 is False
+    sd = case.family.load_checkpoint(case)
+    assert any("r3_weight" in n for n, _ in _build_graph(r3, PREFILL, sd).named_buffers())
+    assert not any("r3_weight" in n for n, _ in _build_graph(case, PREFILL, sd).named_buffers())
 
 
 def test_prepare_builds_the_lookahead_decode_graph_at_its_length(qnn_sdk, case: ModelCase) -> None:

@@ -18,8 +18,11 @@ from pytest_qnn_genai.models.families import MEMBERS, Family, FamilyError
 FAMILIES = families.all_families()
 
 
-def test_the_package_registers_three_families() -> None:
-    assert sorted(FAMILIES) == ["llama2c", "llama3", "qwen3"]
+def test_the_package_registers_four_families() -> None:
+    assert sorted(FAMILIES) == ["llama2c", "llama3", "qwen3", "smollm2"]
+
+
+TOYLESS = {"smollm2": "smollm2_135m"}  # a family without a toy -> its real case
 
 
 @pytest.mark.parametrize("name", sorted(FAMILIES))
@@ -33,7 +36,8 @@ def test_a_family_has_every_protocol_member_with_its_signature(name: str) -> Non
             assert list(inspect.signature(getattr(family, member)).parameters) == expected, member
     toy_api = [*families.Toy.__annotations__,
                *(m for m in vars(families.Toy) if not m.startswith("_"))]
-    assert all(hasattr(family.TOY, m) for m in toy_api), toy_api
+    assert (family.TOY is None) == (name in TOYLESS)
+    assert family.TOY is None or all(hasattr(family.TOY, m) for m in toy_api), toy_api
 
 
 @pytest.mark.parametrize("name", sorted(FAMILIES))
@@ -59,6 +63,11 @@ def test_a_family_names_a_transformers_class_and_ships_its_toy(name: str) -> Non
 
     family = FAMILIES[name]
     assert isinstance(getattr(transformers, family.HF_CLASS), type)
+    if family.TOY is None:  # a real case, its files imported (tests/integration/models)
+        case = registry.available()[TOYLESS[name]]
+        assert case.family is family and case.decoder_model in family.DECODER_MODELS
+        assert all(p.is_file() for p in case.own_files().values()) and case.gguf_file.is_file()
+        return
     case = registry.available()[family.TOY.NAME]
     assert case.family is family
     assert case.decoder_model in family.DECODER_MODELS
@@ -82,7 +91,7 @@ def extra_family(monkeypatch: pytest.MonkeyPatch):
     """Register a module ``families.zz_extra`` made from qwen3's members (the test edits it)."""
     module: Any = types.ModuleType(f"{families.__name__}.zz_extra")  # attributes set below
     vars(module).update({m: getattr(FAMILIES["qwen3"], m) for m in MEMBERS})
-    module.NAME, module.DECODER_MODELS = "zz_extra", {"smollm2_135m": "smollm2_135m"}
+    module.NAME, module.DECODER_MODELS = "zz_extra", {"smollm3-3b": "smollm3"}
     monkeypatch.setitem(sys.modules, module.__name__, module)
     names = families._module_names()
     monkeypatch.setattr(families, "_module_names", lambda: [*names, "zz_extra"])
@@ -92,7 +101,7 @@ def extra_family(monkeypatch: pytest.MonkeyPatch):
 
 
 def test_a_new_family_module_is_found_by_discovery(extra_family) -> None:
-    assert families.for_decoder_model("smollm2_135m") is extra_family
+    assert families.for_decoder_model("smollm3-3b") is extra_family
 
 
 def test_a_family_module_missing_a_member_is_refused(extra_family) -> None:

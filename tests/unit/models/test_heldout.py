@@ -22,3 +22,18 @@ def test_a_leak_is_named() -> None:
                           [prompt])
     assert len(found) == 2
     assert found[0].startswith("training story: ") and found[1].startswith("calibration prompt")
+
+
+def test_a_cases_own_held_out_text_is_unseen_by_its_calibration_and_says_where_it_is_from() -> None:
+    own = [c for c in registry.available().values() if c.heldout]
+    assert [c.name for c in own] == ["smollm2_135m"]
+    for case in own:
+        import json
+
+        data = json.loads((case.folder / case.heldout).read_text())
+        assert data["licence"] and len(data["sources"]) == len(data["documents"])
+        docs = heldout.documents_of(case)
+        assert len(docs) == len(set(docs)) == len(data["documents"]) > 0
+        assert heldout.leaks(docs, [], case.calibration_prompts) == []
+        assert heldout.leaks(docs, [], [docs[1][:40]]) != []  # a leak would be named
+    assert heldout.documents_of(registry.available()["stories260k"]) == heldout.stories()

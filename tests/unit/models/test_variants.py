@@ -22,7 +22,8 @@ def _case_with(tmp_path: Path, variants: object) -> Path:
 
 
 def test_every_default_case_commits_the_ar8_and_kv16_pairs() -> None:
-    for case in available().values():
+    # a nightly case (a real model: each variant is another half-hour build) commits none
+    for case in (c for c in available().values() if c.tier == "default"):
         if case.kv_io_bit_width == 16:  # qwen3: its recipe's KV IO is 16-bit already
             assert case.variant_names[:3] == ("legacy", "new", "ar8")
             continue

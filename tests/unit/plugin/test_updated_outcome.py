@@ -113,3 +113,23 @@ def test_a_snapshot_update_reports_updated_with_the_changed_line(
     assert changed.parseoutcomes() == {"updated": 1}, changed.stdout.str()
     changed.stdout.fnmatch_lines(["  *.ambr [[]test_snap*]: 'bits': 8, -> 'bits': 4,"])
     pytester.runpytest(*args, "--snapshot-update").assert_outcomes(passed=1)  # matched
+
+
+WRITER_TEST = """
+from pathlib import Path
+from pytest_qnn_genai.golden import updates
+
+def test_the_writer_itself(tmp_path):
+    made = updates.write(tmp_path / "g.json", '{"a": 2}', allow_write=True)
+    assert made.changed
+"""
+
+
+def test_outside_an_update_run_a_test_that_writes_its_own_file_passes(
+        pytester: pytest.Pytester) -> None:
+    """Only an update flag makes a write the gate's update: a test of the writer itself (its own
+    folder, no flag) passes; with the flag the same test reports updated."""
+    pytester.makepyfile(WRITER_TEST)
+    assert pytester.runpytest("-p", "no:cacheprovider").parseoutcomes() == {"passed": 1}
+    assert pytester.runpytest("-p", "no:cacheprovider",
+                              "--qnn-update-golden").parseoutcomes() == {"updated": 1}
