@@ -27,12 +27,14 @@ Hazard: the Meta checkpoint is written per legacy build into its work folder (fp
 from __future__ import annotations
 
 import hashlib
+import os
+import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import torch
 
-from pytest_qnn_genai.models import hub, layouts
+from pytest_qnn_genai.models import layouts
 from pytest_qnn_genai.models.families import LegacyInputs
 from pytest_qnn_genai.models.families.qwen3 import ChatTokenizer
 
@@ -129,17 +131,35 @@ def reference_model(case: CaseFiles,
     return model
 
 
+def _place(src: Path, dst: Path) -> None:
+    try:
+        os.link(src, dst)
+    except OSError:  # another file system: a copy
+        shutil.copyfile(src, dst)
+
+
 def legacy_inputs(case: CaseFiles, work_dir: Path) -> LegacyInputs:
     """The case's Hugging Face files as an offline hub cache of ``repo_id`` (the revision a
     digest of their names and sizes: the import's folder is content-addressed already),
     ``HF_HOME`` pointing at it, ``--checkpoint`` the Meta-layout conversion and ``--params``."""
-    files = hub.hf_files(case.files()["hf_config"], case.path("checkpoint"),
-                         case.path("tokenizer_model"), case.files()["tokenizer_config"])
+    files = {"config.json": case.files()["hf_config"], "model.safetensors": case.path("checkpoint"),
+             "tokenizer.json": case.path("tokenizer_model"),
+             "tokenizer_config.json": case.files()["tokenizer_config"]}
     digest = hashlib.sha1()
     for name, path in sorted(files.items()):
         digest.update(f"{name}\0{path.resolve()}\0{path.stat().st_size}\n".encode())
-    env = hub.offline_snapshot(files, REPO_IDS[case.decoder_model], digest.hexdigest(), work_dir)
+    revision = digest.hexdigest()
+    home = Path(work_dir) / "hf-home"
+    repo = home / "hub" / ("models--" + REPO_IDS[case.decoder_model].replace("/", "--"))
+    snapshot = repo / "snapshots" / revision
+    shutil.rmtree(home, ignore_errors=True)
+    snapshot.mkdir(parents=True)
+    for name, path in files.items():
+        _place(path, snapshot / name)
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text(revision)
     checkpoint = Path(work_dir) / META_CHECKPOINT
     torch.save(load_checkpoint(case), checkpoint)
     return LegacyInputs(("--checkpoint", str(checkpoint), "--params", str(case.path("params"))),
-                        env)
+                        {"HF_HOME": str(home), "HF_HUB_CACHE": str(home / "hub"),
+                         "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"})
