@@ -14,11 +14,11 @@ import numpy as np
 import pytest
 
 from pytest_qnn_genai.checks import numerics
-from pytest_qnn_genai.models.registry import available
 from pytest_qnn_genai.perf.benchmark import PERF_MAX_NEW_TOKENS, Workload
 from pytest_qnn_genai.runtime.host_runner import HybridRunner
 from pytest_qnn_genai.runtime.tokenizer import encode, load_tokenizer, stop_ids
 from pytest_qnn_genai.targets import X86_RUNNER, Target, soc
+from tests.support.cases import default_cases as available
 
 MIN_ROW_COSINE = 0.995
 TARGET = Target(soc("SM8650"), "htp", X86_RUNNER)

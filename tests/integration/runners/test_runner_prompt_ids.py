@@ -10,10 +10,10 @@ from typing import TYPE_CHECKING
 import pytest
 
 from pytest_qnn_genai.checks.generation import runner_reads_harness_prompt
-from pytest_qnn_genai.models.registry import available
 from pytest_qnn_genai.runtime.chat import format_prompt, runner_prompt_ids
 from pytest_qnn_genai.runtime.tokenizer import load_tokenizer
 from pytest_qnn_genai.targets import X86_RUNNER, Target, soc
+from tests.support.cases import default_cases as available
 
 if TYPE_CHECKING:
     from pytest_qnn_genai.runtime.result import RunResult

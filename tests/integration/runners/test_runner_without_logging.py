@@ -12,10 +12,10 @@ import pytest
 
 from pytest_qnn_genai.devices.local import LocalTransport
 from pytest_qnn_genai.devices.session import DeviceSession
-from pytest_qnn_genai.models.registry import available
 from pytest_qnn_genai.runtime.host_runner import HybridRunner
 from pytest_qnn_genai.runtime.tokenizer import encode, load_tokenizer, stop_ids
 from pytest_qnn_genai.targets import X86_RUNNER, Target, soc
+from tests.support.cases import default_cases as available
 
 PROMPT = "Tom was happy. The end"
 TARGET = Target(soc("SM8650"), "htp", X86_RUNNER)

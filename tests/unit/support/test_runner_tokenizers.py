@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from pytest_qnn_genai.devices.workspace import DeviceWorkspace
-from pytest_qnn_genai.models.registry import available
 from pytest_qnn_genai.stages.recipe import decoder_model_version
+from tests.support.cases import default_cases as available
 from tests.support.chat_templates import VERSIONS
 from tests.support.standin_backends import (
     HuggingFaceJsonVocab,
