@@ -91,7 +91,7 @@ def _figures(record: dict) -> dict[str, dict]:
 
 def test_a_phone_above_the_floor_passes_on_upstreams_workload(run_perf, phone) -> None:
     result, [record], _ = run_perf(3200.0)
-    result.assert_outcomes(passed=1, skipped=3)  # the emulator's 3 perf tests skip on a phone
+    result.assert_outcomes(passed=1, skipped=4)  # the emulator's 4 perf tests skip on a phone
     assert record["target"] == f"SM8650-htp-{SERIAL}"
     figures = _figures(record)
     decode, speed = figures["decode_tok_s"], figures["inference_speed_tok_s"]
@@ -108,7 +108,7 @@ def test_a_phone_above_the_floor_passes_on_upstreams_workload(run_perf, phone) -
 def test_a_phone_below_the_floor_fails_the_gate(run_perf) -> None:
     """The failure is the figure's, in results.json, summary.md and summary.html alike."""
     result, [record], folder = run_perf(800.0)
-    result.assert_outcomes(failed=1, skipped=3)
+    result.assert_outcomes(failed=1, skipped=4)
     result.stdout.fnmatch_lines([
         "*stories260k SM8650/htp: decode_tok_s *.* < floor 1600 (tolerance 10%)*",
         "*stories260k SM8650/htp: inference_speed_tok_s *.* < floor 1600 (tolerance 10%)*"])
@@ -129,11 +129,11 @@ def test_the_tolerance_is_qnn_perf_noise(run_perf) -> None:
     """Decode at 1560 tok/s, inference speed ~1500 (prefill 3.2 ms + decode 80 ms): within the
     default noise (10%) of the 1600 floor, not within 2%."""
     within, [record], _ = run_perf(1560.0)
-    within.assert_outcomes(passed=1, skipped=3)
+    within.assert_outcomes(passed=1, skipped=4)
     speed = _figures(record)["inference_speed_tok_s"]
     assert 1440 < speed["value"] < 1600 and speed["verdict"] == "pass", speed
     strict, _, _ = run_perf(1560.0, "--qnn-perf-noise", "0.02")
-    strict.assert_outcomes(failed=1, skipped=3)
+    strict.assert_outcomes(failed=1, skipped=4)
     strict.stdout.fnmatch_lines(["*inference_speed_tok_s 1*.* < floor 1600 (tolerance 2%)*"])
 
 
@@ -143,7 +143,7 @@ def test_a_device_that_runs_the_simulator_is_judged_like_the_emulator(run_perf,
     decodes: its figures are info, no floor judges them, the test passes; an update writes no
     floor."""
     result, [record], _ = run_perf(30.0, as_phone=False)
-    result.assert_outcomes(passed=1, skipped=3)
+    result.assert_outcomes(passed=1, skipped=4)
     figures = _figures(record)
     assert {f["verdict"] for f in figures.values()} == {"info"}, figures
     assert 25 < figures["decode_tok_s"]["value"] < 35
@@ -154,5 +154,5 @@ def test_a_device_that_runs_the_simulator_is_judged_like_the_emulator(run_perf,
     before = (copy / "perf" / "stories260k.json").read_text()
     updated, _, _ = run_perf(30.0, "--qnn-update-golden", "--qnn-golden-dir", str(copy),
                              as_phone=False)  # the last --qnn-golden-dir wins
-    updated.assert_outcomes(passed=1, skipped=3)
+    updated.assert_outcomes(passed=1, skipped=4)
     assert (copy / "perf" / "stories260k.json").read_text() == before
