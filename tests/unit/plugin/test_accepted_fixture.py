@@ -29,11 +29,11 @@ def test_update_then_judge_then_fail_on_a_drop(pytester: pytest.Pytester,
                                                monkeypatch: pytest.MonkeyPatch) -> None:
     pytester.makepyfile(HOLDING_TEST)
     record = pytester.path / "golden" / "accepted" / "stories260k.json"
-    nothing = pytester.runpytest(*ARGS)
+    nothing = pytester.runpytest_subprocess(*ARGS)
     nothing.assert_outcomes(passed=1)  # no record yet: the figures are info, the test its floors'
     assert not record.exists()
 
-    updated = pytester.runpytest(*ARGS, "--qnn-update-golden")
+    updated = pytester.runpytest_subprocess(*ARGS, "--qnn-update-golden")
     outcomes = updated.parseoutcomes()
     assert outcomes.get("updated") == 1 and "passed" not in outcomes  # updated, never passed
     updated.stdout.fnmatch_lines(["*golden/accepted/stories260k.json: created*",
@@ -43,10 +43,10 @@ def test_update_then_judge_then_fail_on_a_drop(pytester: pytest.Pytester,
     assert written["qdq_greedy_tokens"]["value"] == [1, 2, 3]
     assert "--qnn-update-golden" in written["qdq_sqnr_db"]["command"]
 
-    pytester.runpytest(*ARGS).assert_outcomes(passed=1)  # the unchanged figures pass
+    pytester.runpytest_subprocess(*ARGS).assert_outcomes(passed=1)  # the unchanged figures pass
 
     monkeypatch.setenv("FAKE_SQNR", "19.5")
-    dropped = pytester.runpytest(*ARGS)
+    dropped = pytester.runpytest_subprocess(*ARGS)
     dropped.assert_outcomes(failed=1)
     dropped.stdout.fnmatch_lines([
         "*qdq_sqnr_db (QDQ vs fp32 logits SQNR dB) = 19.5, accepted 20.5: -1 (-4.88 %), worse; "
@@ -54,7 +54,7 @@ def test_update_then_judge_then_fail_on_a_drop(pytester: pytest.Pytester,
         "golden/accepted/stories260k.json [[]SM8650-htp-emulator[]], measured at *"])
 
     record.write_text(record.read_text().replace('"value": 20.5', '"value": "x"'))
-    damaged = pytester.runpytest(*ARGS)
+    damaged = pytester.runpytest_subprocess(*ARGS)
     damaged.assert_outcomes(failed=1)
     damaged.stdout.fnmatch_lines([
         "*golden/accepted/stories260k.json: targets.SM8650-htp-emulator.figures.qdq_sqnr_db."
