@@ -349,7 +349,7 @@ def test_perf_suite_end_to_end(pytester: pytest.Pytester, qnn_settings, legacy, 
     assert gate["decode_tok_s_ratio"] == gate["prefill_tok_s_ratio"] == ("pass", "B/A ≥ 0.01 at 95%")
     accuracy = verdicts["test_ab_accuracy_deltas"]  # B held to A's, within the measured bounds
     assert accuracy["ab_new_vs_legacy_sqnr_vs_fp32_db"] == (
-        "pass", "B − A ≥ −0.3 dB (measured A/B pairs, README 'A/B pairs')")
+        "pass", "B − A ≥ −0.3 dB (the measured A/B pairs (docs: measurements, 'The A/B gate'))")
     assert {v for v, _ in accuracy.values()} == {"pass"}
     assert len(list(folder.glob("*.png"))) == 2
 
