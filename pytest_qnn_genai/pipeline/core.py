@@ -1,10 +1,8 @@
-"""Every cached product of a session: model → QDQ → .pte → run, the other flows, the references.
+"""The Pipeline: one session's view of the cached products (declared in :mod:`.products`).
 
-The only caller of the artifact cache for builds. Every expensive product is a cache entry keyed
-by content (the model case's files and settings, the target, the upstream entry's digest, the tool
-versions), so a warm session only loads files and runs the emulator. The builders it runs write
-into a folder and know nothing of the cache (:mod:`.stages`, :mod:`.flows`);
-:meth:`Pipeline.artifacts` gives any flow's build in the same shape. Nothing here needs pytest.
+The only caller of the artifact cache for builds: every entry is keyed by content (case, target,
+upstream entry, tool versions, the product's code), so a warm session only loads files and runs
+the emulator. Builders write into a folder and know nothing of the cache. Nothing needs pytest.
 """
 from __future__ import annotations
 
