@@ -1,14 +1,21 @@
-"""syrupy snapshots stored as golden files: an amber extension writing into one folder.
+"""syrupy snapshots stored as golden files: an amber extension writing into one folder per build label.
 
-Snapshot files live in ``<golden dir>/snapshots/`` beside the other golden files instead of next
-to each test module, so one review covers every committed expectation. They change only with
-syrupy's ``--snapshot-update``.
+Snapshot files live in ``<golden dir>/snapshots/<SoC>-<backend>-<kind>/`` beside the other golden
+files instead of next to each test module, so one review covers every committed expectation. They
+change only with syrupy's ``--snapshot-update``.
 
 A snapshot is named after its test id with the target's device replaced by the kind of build it
 holds (:func:`build_label`): a phone's serial never reaches a snapshot name, so a user's phone
 finds the snapshots committed for that SoC ("... does not exist!" otherwise, on any phone), and a
 device that runs the emulator's builds (upstream's x86 runners, the loopback phone) is held to
 the emulator's snapshots.
+
+The hazard the folders guard: syrupy counts every snapshot in a file it discovered that no test of
+the run asserted as unused, and an unused snapshot fails the session (exit 1 with every test
+passed). A run without a phone would find the committed phone snapshots unused if they shared the
+emulator's file or folder (discovery walks sub-folders too), and a run for another SoC would find
+SM8650's unused: so each build label (:func:`build_label`) has a sibling folder, and a run opens
+only the folders of the builds it makes, where every snapshot must be asserted.
 """
 from __future__ import annotations
 
@@ -25,10 +32,19 @@ if TYPE_CHECKING:
 _EXTENSIONS: dict[tuple[Path, str, str], type[AmberSnapshotExtension]] = {}
 
 
+def build_kind(build_target: Target) -> str:
+    """``emulator`` for the emulator's builds, ``phone`` for a phone's."""
+    return "emulator" if build_target.is_emulator else "phone"
+
+
 def build_label(target: Target, build_target: Target) -> str:
     """``SOC-backend-emulator`` for the emulator's builds, ``SOC-backend-phone`` for a phone's."""
-    kind = "emulator" if build_target.is_emulator else "phone"
-    return f"{target.soc.name}-{target.backend}-{kind}"
+    return f"{target.soc.name}-{target.backend}-{build_kind(build_target)}"
+
+
+def snapshot_folder(golden_dir: Path, target: Target, build_target: Target) -> Path:
+    """Where the snapshots of one build label are stored: ``<golden dir>/snapshots/<label>``."""
+    return golden_dir / "snapshots" / build_label(target, build_target)
 
 
 def golden_extension(folder: Path, target_id: str = "", label: str = "",

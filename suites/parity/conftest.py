@@ -1,6 +1,6 @@
 """Parity-suite fixtures: each flow's artifacts, program signatures and runs on the target (the
 emulator, or the phone through its runner) for the same model case × target, the session's parity
-table, and syrupy snapshots under golden/snapshots/."""
+table, and syrupy snapshots under golden/snapshots/<build label>/."""
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
@@ -8,20 +8,13 @@ from typing import TYPE_CHECKING
 import pytest
 
 from pytest_qnn_genai.checks import parity
-from pytest_qnn_genai.golden.snapshots import build_label, golden_extension
+from pytest_qnn_genai.golden.snapshots import build_label, golden_extension, snapshot_folder
 from pytest_qnn_genai.pipeline import products
 from pytest_qnn_genai.pipeline.products import needs
 
 if TYPE_CHECKING:
     from pytest_qnn_genai.flows.base import FlowArtifacts
     from pytest_qnn_genai.runtime.result import RunResult
-
-
-def pytest_configure(config: pytest.Config) -> None:
-    # Snapshot ids carry the model case and target, so a narrower run (-k, --soc, --models) or an
-    # xdist worker leaves snapshots unused: report them, never fail the run for them.
-    if hasattr(config.option, "warn_unused_snapshots"):
-        config.option.warn_unused_snapshots = True
 
 
 @pytest.fixture(scope="session")
@@ -33,10 +26,11 @@ def built_for(qnn_pipeline, qnn_target):
 
 @pytest.fixture
 def snapshot(snapshot, qnn_settings, qnn_target, built_for):  # noqa: ANN001 - syrupy's
-    """syrupy's snapshot, stored in ``<golden dir>/snapshots`` (update with --snapshot-update),
-    named per SoC and kind of build, never per serial (``golden.snapshots.build_label``)."""
+    """syrupy's snapshot, stored in ``<golden dir>/snapshots/<SoC>-<backend>-<kind of build>``
+    (update with --snapshot-update), named per SoC and kind of build, never per serial
+    (``golden.snapshots.build_label``)."""
     return snapshot.use_extension(golden_extension(
-        qnn_settings.golden_dir / "snapshots", qnn_target.id,
+        snapshot_folder(qnn_settings.golden_dir, qnn_target, built_for), qnn_target.id,
         build_label(qnn_target, built_for)))
 
 

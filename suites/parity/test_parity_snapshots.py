@@ -1,4 +1,4 @@
-"""Reviewable snapshots (golden/snapshots/test_parity_snapshots.ambr; update: --snapshot-update).
+"""Reviewable snapshots (golden/snapshots/<build label>/test_parity_snapshots.ambr).
 
 Every snapshot is taken from what a build really carries: the QNN compile options read back out
 of each built .pte, the argv llama.py was run with, each flow's artifact layout. An upstream change
