@@ -8,7 +8,8 @@ the outer run's ``--executorch-src`` (skipped, naming it, without one) with the 
 plugin pushed, on QNN's x86 HTP simulator. The phone reports an x86_64 ABI, so the inner runs get
 the emulator's builds (``Pipeline.build_target``) and their snapshots (named per SoC and build
 kind: ``test_parity_snapshots.py`` runs too); ``-m "not perf"`` (phone perf floors are measured on
-real phones). The fault injector is a stand-in (tests/support/short_llama_runner.py).
+real phones), and of the perf suite the lookahead check, whose verdicts are tokens, on its own.
+The fault injector is a stand-in (tests/support/short_llama_runner.py).
 """
 from __future__ import annotations
 
@@ -97,11 +98,11 @@ def loopback(tmp_path_factory: pytest.TempPathFactory, qnn_settings) -> Iterator
 
 
 def _pytest(loopback: SimpleNamespace, runner: Path, cache: Path, junit: Path,
-            *args: str) -> subprocess.CompletedProcess[str]:
+            *args: str, marks: str = "not perf") -> subprocess.CompletedProcess[str]:
     options = list(loopback.args)  # what the script printed, the runner swapped if asked
     options[options.index("--runner") + 1] = str(runner)
     command = [sys.executable, "-m", "pytest", *args, *options, "--qnn-cache-dir", str(cache),
-               "-p", "no:cacheprovider", "-m", "not perf", "-rfEs", f"--junitxml={junit}"]
+               "-p", "no:cacheprovider", "-m", marks, "-rfEs", f"--junitxml={junit}"]
     env = {**loopback.env, "PYTHONPATH": str(REPO_ROOT)}
     env = {k: v for k, v in env.items()
            if not k.startswith("QNN_GENAI_") and k not in XDIST_ENV  # an inner run of its own,
@@ -138,9 +139,28 @@ def test_every_suite_runs_its_phone_checks_on_the_phone(loopback, qnn_settings, 
     genai = {k: v for k, v in outcomes.items() if "test_genai_parity" in k[0]}
     # strict xfail(raises=GenAIUnavailable): executorch 1.5.1's genai compile has no body yet
     assert genai and all(v == "xfailed" for v in genai.values()), genai
+    # genai's inference stage runs llama.py's program on the phone through the harness's
+    # transport: judged on every case (upstream's ExecuTorchInferenceStrategy, not xfailed)
+    inference = {k: v for k, v in outcomes.items()
+                 if "test_genai_inference" in k[0] and f"htp-{SERIAL}" in k[1]}
+    assert len(inference) == 3 and set(inference.values()) == {"passed"}, inference
     # genai's front half: judged (passed) or upstream's exact failure (strict xfails)
-    front = {k: v for k, v in outcomes.items() if "genai" in k[0] and k not in genai}
+    front = {k: v for k, v in outcomes.items()
+             if "genai" in k[0] and k not in genai and k not in inference}
     assert all(v in ("passed", "xfailed") for v in front.values()), front
+
+
+def test_lookahead_decodes_on_the_phone(loopback, qnn_settings, tmp_path) -> None:
+    """Lookahead (a perf-suite check, so outside the run above) on the phone: upstream's runner
+    decodes each flow's lookahead build with ``--eval_mode 2`` there, its text is the hybrid
+    build's and its accepted-token count is the one measured (the speed share is info on a
+    phone)."""
+    run = _pytest(loopback, loopback.runner, qnn_settings.cache_dir, tmp_path / "junit.xml",
+                  "suites/perf/test_lookahead.py", "--models", SHORT_CASE, marks="perf")
+    assert run.returncode == 0, run.stdout[-6000:] + run.stderr[-2000:]
+    on_phone = {name: v for (_, name), v in _outcomes(tmp_path / "junit.xml").items()
+                if f"htp-{SERIAL}" in name}
+    assert on_phone and set(on_phone.values()) == {"passed"}, on_phone
 
 
 def test_a_runner_one_token_short_fails_the_gate(loopback, qnn_settings, tmp_path) -> None:
