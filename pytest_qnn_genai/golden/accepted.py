@@ -13,7 +13,8 @@ accepted, each with the commit and the command that measured it::
 ``program`` names the cache entry of the build the figures were measured on, so a later run can
 pair today's build against it for speed (:mod:`pytest_qnn_genai.perf.accepted`).
 
-A figure is a number or a list of token ids (a greedy path). The next run is judged against it at
+A figure is a number or a list of token ids (a greedy path). The next run is judged against it
+(:mod:`pytest_qnn_genai.golden.accepted_judge`) at
 the measurement's resolution, which is the figure's printed value: measured on the x86 emulator,
 the same build run twice and a cold rebuild of the same cache key give bit-identical logits (so
 bit-identical figures), so any change of the printed value is a change of the build. A worse value
@@ -38,9 +39,8 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
-from pytest_qnn_genai import figures
 from pytest_qnn_genai.golden import updates
 from pytest_qnn_genai.targets import BACKENDS, SOCS
 
@@ -50,7 +50,6 @@ if TYPE_CHECKING:
 SUBDIR = "accepted"
 KINDS = ("emulator", "x86-runner", "phone")  # the last part of a target key
 Value = float | int | tuple[int, ...]  # a figure, or a greedy path's token ids
-_EPS = 1e-12
 
 
 class AcceptedRecordError(ValueError):
@@ -127,7 +126,7 @@ class AcceptedRecord:
         """A copy with ``measured`` (and ``program``) accepted for ``key`` (the key's other
         figures kept)."""
         entry = dict(self.targets.get(key, {}))
-        entry.update({m.name: Accepted(_value(m.value), provenance) for m in measured})
+        entry.update({m.name: Accepted(value_of(m.value), provenance) for m in measured})
         programs = dict(self.programs)
         if program is not None:
             programs[key] = AcceptedProgram(program, provenance)
@@ -174,7 +173,8 @@ def path_for(golden_dir: Path, case_name: str) -> Path:
     return golden_dir / SUBDIR / f"{case_name}.json"
 
 
-def _value(value: Value | list[int]) -> Value:
+def value_of(value: Value | list[int]) -> Value:
+    """A figure's value as a record holds it (a greedy path as a tuple of token ids)."""
     return tuple(value) if isinstance(value, list) else value
 
 
@@ -308,115 +308,3 @@ def update(path: Path, case_name: str, key: str, measured: Sequence[Measured],
         text = record.to_json()
         parse(json.loads(text), str(path), case_name)  # what is written always loads
         return updates.write(path, text, allow_write=True).diff
-
-
-@dataclass(frozen=True)
-class Comparison:
-    """One figure held against its accepted value: the report's row and, when it differs, the
-    failure line naming old and new."""
-
-    figure: figures.Figure
-    problem: str | None = None
-
-
-def _named(m: Measured) -> str:
-    """``qdq_sqnr_db (QDQ vs fp32 logits SQNR dB)``: the figure's name, then its words."""
-    return f"{m.name} ({m.label})" if m.label and m.label != m.name else m.name
-
-
-def _number_change(m: Measured, old: float, new: float) -> tuple[str, str]:
-    """(``-1 (-4.35 %)``, ``worse``/``better``/``changed``)."""
-    delta = new - old
-    share = f" ({100 * delta / old:+.2f} %)" if old else ""
-    up = delta > 0
-    word = ("changed" if m.better is None
-            else "better" if up == (m.better == figures.HIGHER) else "worse")
-    return f"{delta:+.6g}{share}", word
-
-
-def _tokens_change(old: tuple[int, ...], new: tuple[int, ...]) -> str:
-    at = next((i for i, (a, b) in enumerate(zip(old, new)) if a != b), min(len(old), len(new)))
-    if at < min(len(old), len(new)):
-        return (f"token {at} is {new[at]}, accepted {old[at]} (accepted "
-                f"{list(old[at:at + 6])}, now {list(new[at:at + 6])})")
-    return f"{len(new)} tokens, accepted {len(old)}"
-
-
-def compare(record: AcceptedRecord, key: str, measured: Sequence[Measured],
-            source: str) -> list[Comparison]:
-    """Each of ``measured`` held to ``key``'s accepted value in ``record`` (``source``: the
-    record's file, for the messages). A figure with no accepted value is ``info`` and says how to
-    record one; a changed value fails, worse or better."""
-    out = []
-    for m in measured:
-        new = _value(m.value)
-        name, label = f"{m.name}_vs_accepted", f"{m.label or m.name} vs accepted"
-        accepted = record.figure(key, m.name)
-        if accepted is None:
-            out.append(Comparison(figures.info(
-                name, scalar(new), better=m.better, label=label,
-                context={"accepted": f"none in {source} [{key}] (record it with "
-                                     "--qnn-update-golden)"})))
-            continue
-        old, prov = accepted.value, accepted.provenance
-        judge = (f"= accepted {scalar(old)} at its printed resolution ({source} [{key}], "
-                 f"{prov.short})")
-        context: dict[str, figures.Scalar] = {"commit": prov.commit, "command": prov.command}
-        problem, word = None, "changed"
-        if isinstance(old, tuple) or isinstance(new, tuple):
-            same = old == new
-            if not same:
-                change = (_tokens_change(old, new) if isinstance(old, tuple)
-                          and isinstance(new, tuple) else f"{scalar(new)}, accepted {scalar(old)}")
-                problem = f"{_named(m)}: {change}: changed"
-            bound = None
-        else:
-            same = abs(new - old) <= _EPS * max(1.0, abs(old))
-            if not same:
-                delta, word = _number_change(m, float(old), float(new))
-                problem = f"{_named(m)} = {new!r}, accepted {old!r}: {delta}, {word}"
-            bound = float(old)
-        if problem is not None:
-            fix = " (accept it with --qnn-update-golden)" if word == "better" else ""
-            problem += (f"{fix}; judged against {source} [{key}], measured at {prov.short} by "
-                        f"`{prov.command}`")
-        out.append(Comparison(figures.Figure(
-            name, scalar(new), figures.PASS if same else figures.FAIL, judge, figures.EQUAL,
-            bound, m.better, scalar(old), label, context), problem))
-    return out
-
-
-def same_program(record: AcceptedRecord, key: str, digest: str, source: str) -> Comparison:
-    """Whether today's program is the accepted one (``info``: a new program is what a change
-    of the build makes; its speed is judged against the accepted one's in the nightly)."""
-    accepted = record.programs.get(key)
-    value = ("no accepted program" if accepted is None
-             else "the accepted program" if accepted.program.digest == digest
-             else f"another program than the accepted {accepted.provenance.short}'s")
-    return Comparison(figures.info("program_vs_accepted", value,
-                                   context={"digest": digest, "record": f"{source} [{key}]"}))
-
-
-def scalar(value: Value) -> figures.Scalar:
-    """A figure's value for the report: a number, or a greedy path as ``48 tokens``."""
-    return f"{len(value)} tokens" if isinstance(value, tuple) else value
-
-
-class Row(Protocol):
-    """A judged row (:class:`~pytest_qnn_genai.checks.parity.Check`): its figure's name, value,
-    better direction and words."""
-
-    @property
-    def name(self) -> str: ...
-    @property
-    def new(self) -> object: ...
-    @property
-    def better(self) -> str | None: ...
-    @property
-    def check(self) -> str: ...
-
-
-def measured_of(rows: Iterable[Row]) -> list[Measured]:
-    """:class:`Measured` of the judged rows whose value is a number (what a record can hold)."""
-    return [Measured(r.name, r.new, r.better, r.check) for r in rows
-            if r.name and isinstance(r.new, (int, float)) and not isinstance(r.new, bool)]

@@ -20,6 +20,7 @@ import pytest
 
 from pytest_qnn_genai import figures
 from pytest_qnn_genai.golden import accepted as record
+from pytest_qnn_genai.golden import accepted_judge as judge
 from pytest_qnn_genai.golden.updates import GoldenWriteRefused
 from pytest_qnn_genai.models.registry import ModelCase
 from pytest_qnn_genai.pipeline import Pipeline
@@ -61,7 +62,7 @@ class AcceptedGate:
         """Compare ``rows``' numeric figures and ``extra`` with the accepted ones (or, under the
         update flag, accept them, and ``program`` as the build they were measured on): record
         the comparison, fail on a change."""
-        measured = [*record.measured_of(rows), *extra]
+        measured = [*judge.measured_of(rows), *extra]
         if self.update:
             built = None if program is None else record.Program(
                 str(program.manifest["stage"]), program.key, program.digest)
@@ -70,7 +71,7 @@ class AcceptedGate:
                                      provenance(self._config), allow_write=True, program=built)
             except (record.AcceptedRecordError, GoldenWriteRefused) as e:
                 pytest.fail(str(e), pytrace=False)
-            self._record("gate", [figures.info(f"{m.name}_vs_accepted", record.scalar(m.value),
+            self._record("gate", [figures.info(f"{m.name}_vs_accepted", judge.scalar(m.value),
                                                better=m.better, context={"updated": self.source})
                                   for m in measured])
             if diff:
@@ -80,9 +81,9 @@ class AcceptedGate:
             accepted = record.load(self.path, self.case)
         except record.AcceptedRecordError as e:
             pytest.fail(str(e), pytrace=False)
-        compared = record.compare(accepted, self.key, measured, self.source)
+        compared = judge.compare(accepted, self.key, measured, self.source)
         if program is not None:
-            compared.append(record.same_program(accepted, self.key, program.digest,
+            compared.append(judge.same_program(accepted, self.key, program.digest,
                                                 self.source))
         self._record("gate", [c.figure for c in compared])
         problems = [c.problem for c in compared if c.problem]

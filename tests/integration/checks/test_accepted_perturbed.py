@@ -14,6 +14,7 @@ import pytest
 
 from pytest_qnn_genai.checks import agreement, bounds, encodings
 from pytest_qnn_genai.golden import accepted as acc
+from pytest_qnn_genai.golden import accepted_judge as judge
 from tests.support.perturbed import perturbed_calibration_graph
 
 REPO = Path(__file__).resolve().parents[3]
@@ -33,7 +34,7 @@ def _measured(case, fp32: np.ndarray, qdq: np.ndarray) -> list[acc.Measured]:  #
     sqnr, greedy = (bounds.bound(case, n) for n in ("min_qdq_sqnr_db", "min_qdq_greedy_agreement"))
     checks = agreement.qdq_keeps_fp32(fp32, qdq, sqnr.value, greedy.value)
     assert all(c.ok for c in checks), checks  # within the floors: only the record can tell
-    return [*acc.measured_of(checks),
+    return [*judge.measured_of(checks),
             acc.Measured("qdq_greedy_tokens", tuple(int(t) for t in np.argmax(qdq, axis=1)))]
 
 
@@ -47,8 +48,8 @@ def test_one_prompt_calibration_fails_against_the_accepted_qdq_figures(
     staged = qnn_pipeline.qdq_logits(case, sm8650_emulator, ref.prompt_tokens, ref.tokens)
     broken = teacher_forced(one_prompt_graph, qnn_pipeline.prepared(case), ref.prompt_tokens,
                             ref.tokens).logits
-    good = acc.compare(record, KEY, _measured(case, ref.logits, staged), "accepted")
-    bad = acc.compare(record, KEY, _measured(case, ref.logits, broken), "accepted")
+    good = judge.compare(record, KEY, _measured(case, ref.logits, staged), "accepted")
+    bad = judge.compare(record, KEY, _measured(case, ref.logits, broken), "accepted")
     print("\n".join(c.problem for c in bad if c.problem))
     assert [c.problem for c in good] == [None] * 3, [c.problem for c in good]
     sqnr = next(c for c in bad if c.figure.name == "qdq_sqnr_db_vs_accepted")

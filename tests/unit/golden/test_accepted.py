@@ -13,6 +13,7 @@ import pytest
 
 from pytest_qnn_genai import figures
 from pytest_qnn_genai.golden import accepted as acc
+from pytest_qnn_genai.golden import accepted_judge as judge
 from pytest_qnn_genai.golden.accepted import Measured, Provenance
 from pytest_qnn_genai.golden.updates import GoldenWriteRefused
 from pytest_qnn_genai.models.registry import select
@@ -50,7 +51,7 @@ def _as_measured(record: acc.AcceptedRecord, key: str) -> list[Measured]:
 
 
 def _problems(record: acc.AcceptedRecord, measured: list[Measured]) -> list[str]:
-    return [c.problem for c in acc.compare(record, EMULATOR_KEY, measured, "accepted.json")
+    return [c.problem for c in judge.compare(record, EMULATOR_KEY, measured, "accepted.json")
             if c.problem]
 
 
@@ -78,7 +79,7 @@ def test_every_shipped_case_holds_the_gates_figures_on_the_emulator(committed) -
 
 def test_the_committed_figures_pass(committed) -> None:
     record, measured = committed
-    compared = acc.compare(record, EMULATOR_KEY, measured, "accepted.json")
+    compared = judge.compare(record, EMULATOR_KEY, measured, "accepted.json")
     assert [c.figure.verdict for c in compared] == [figures.PASS] * len(measured)
     assert all(c.problem is None for c in compared)
     sqnr = next(c.figure for c in compared if c.figure.name == "qdq_sqnr_db_vs_accepted")
@@ -141,7 +142,7 @@ def test_a_perplexity_rise_fails_with_its_share(committed) -> None:
 
 def test_a_figure_without_an_accepted_value_is_info(tmp_path: Path) -> None:
     record = acc.AcceptedRecord("tiny")
-    [c] = acc.compare(record, EMULATOR_KEY, [Measured("qdq_sqnr_db", 20.0)], "x.json")
+    [c] = judge.compare(record, EMULATOR_KEY, [Measured("qdq_sqnr_db", 20.0)], "x.json")
     assert c.problem is None and c.figure.verdict == figures.INFO
     assert "record it with --qnn-update-golden" in str(c.figure.context["accepted"])
     assert acc.load(tmp_path / "absent.json", "tiny") == record
@@ -179,8 +180,8 @@ def test_the_program_is_kept_beside_the_figures(tmp_path: Path) -> None:
     record = acc.load(path, "tiny")
     assert record.programs == {EMULATOR_KEY: acc.AcceptedProgram(program, PROV)}
     assert sorted(record.targets[EMULATOR_KEY]) == ["a", "b"]
-    same = acc.same_program(record, EMULATOR_KEY, "1" * 64, "x.json").figure
-    other = acc.same_program(record, EMULATOR_KEY, "2" * 64, "x.json").figure
+    same = judge.same_program(record, EMULATOR_KEY, "1" * 64, "x.json").figure
+    other = judge.same_program(record, EMULATOR_KEY, "2" * 64, "x.json").figure
     assert (same.value, same.verdict) == ("the accepted program", figures.INFO)
     assert other.value == "another program than the accepted 0123456789's"
 
@@ -282,5 +283,5 @@ def test_measured_of_takes_the_numeric_judged_rows() -> None:
     rows = [Check("SQNR", "fp32", 20.5, name="qdq_sqnr_db", better=figures.HIGHER),
             Check("tokens", "", "identical", name="same_tokens"),
             Check("count", "", True, name="flag"), Check("n", "", 3, name="n")]
-    assert acc.measured_of(rows) == [Measured("qdq_sqnr_db", 20.5, figures.HIGHER, "SQNR"),
+    assert judge.measured_of(rows) == [Measured("qdq_sqnr_db", 20.5, figures.HIGHER, "SQNR"),
                                      Measured("n", 3, None, "n")]
