@@ -14,7 +14,7 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -22,6 +22,9 @@ from pytest_qnn_genai import targets
 from pytest_qnn_genai.settings import Settings, default_cache_dir
 from pytest_qnn_genai.shards import Shard, ShardError
 from pytest_qnn_genai.targets import SocSpec
+
+if TYPE_CHECKING:
+    from pytest_qnn_genai.models.case import ModelCase
 
 Raw = str | bool | Sequence[str] | None
 
@@ -333,3 +336,39 @@ def resolve(getoption: Callable[[str], Raw], getini: Callable[[str], Raw], rootd
         except OptionError as e:
             raise pytest.UsageError(f"{k.flag}: {e}") from None
     return Settings(**values)
+
+
+# -- checks across options, once the cases are known ---------------------------------------
+
+def check_ab_pairs(pairs: tuple[tuple[str, str], ...],
+                    cases: list[ModelCase]) -> None:
+    """Every ``--qnn-ab`` name is a variant of some selected case (a case without it skips)."""
+    known = dict.fromkeys(n for c in cases for n in c.variant_names)
+    for name in (n for pair in pairs for n in pair):
+        if name not in known:
+            raise pytest.UsageError(f"--qnn-ab: no selected model case has a variant {name!r}; "
+                                    f"variants: {', '.join(known)}")
+
+
+def check_x86_runner(settings: Settings) -> None:
+    """``--executorch-src`` must be a tree the runners build from; a ``--runner`` without
+    ``--device`` runs on this machine, so it must be an x86_64 binary: one line each."""
+    if settings.executorch_src is not None:
+        from pytest_qnn_genai.runners import RunnerBuildError
+        from pytest_qnn_genai.runners.sources import check_tree
+
+        try:
+            check_tree(settings.executorch_src)
+        except RunnerBuildError as e:
+            raise pytest.UsageError(f"--executorch-src: {e}") from None
+    if settings.runner and not settings.devices:
+        from pytest_qnn_genai.elf import ElfError, read_elf
+
+        try:
+            machine = read_elf(Path(settings.runner).expanduser()).machine
+        except ElfError as e:
+            raise pytest.UsageError(f"--runner: {e}") from None
+        if machine != "x86_64":
+            raise pytest.UsageError(
+                f"--runner: {settings.runner} is built for {machine}; without --device the runner "
+                "runs on this machine (x86_64): pass an x86 build, or --device for a phone")

@@ -36,7 +36,6 @@ from pytest_qnn_genai.stages import gguf_import
 if TYPE_CHECKING:
     from pytest_qnn_genai.prebuild.launch import PrebuildProcess
     from pytest_qnn_genai.report.diff import FigureDiff
-    from pytest_qnn_genai.settings import Settings
     from pytest_qnn_genai.targets import Target
 
 PAYLOAD = "qnn_genai"  # the key of this plugin's xdist worker output
@@ -67,8 +66,8 @@ class QnnSession:
         except registry.ModelCaseError as e:
             flags = "--models/--qnn-cases" if self.settings.case_dirs else "--models"
             raise pytest.UsageError(f"{flags}: {e}") from None
-        _check_ab_pairs(self.settings.ab_pairs, cases)
-        _check_x86_runner(self.settings)
+        options.check_ab_pairs(self.settings.ab_pairs, cases)
+        options.check_x86_runner(self.settings)
         if self.settings.shard is not None or len(cases) < len(
                 registry.select([], self.settings.case_dirs, nightly=self.settings.nightly)):
             # a share of the cases: the committed snapshots of the others go unused, which
@@ -335,16 +334,6 @@ class QnnSession:
                 "executorch": dist_version("executorch"), "torch": dist_version("torch")}
 
 
-def _check_ab_pairs(pairs: tuple[tuple[str, str], ...],
-                    cases: list[registry.ModelCase]) -> None:
-    """Every ``--qnn-ab`` name is a variant of some selected case (a case without it skips)."""
-    known = dict.fromkeys(n for c in cases for n in c.variant_names)
-    for name in (n for pair in pairs for n in pair):
-        if name not in known:
-            raise pytest.UsageError(f"--qnn-ab: no selected model case has a variant {name!r}; "
-                                    f"variants: {', '.join(known)}")
-
-
 def _quiet_exit() -> None:
     """At process exit, after pytest's last line: executorch's QNN backend logs its teardown
     ("[INFO] [Qnn ExecuTorch]: Destroy Qnn context", ...) from destructors that run after every
@@ -354,30 +343,6 @@ def _quiet_exit() -> None:
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, 1)
     os.dup2(devnull, 2)
-
-
-def _check_x86_runner(settings: Settings) -> None:
-    """``--executorch-src`` must be a tree the runners build from; a ``--runner`` without
-    ``--device`` runs on this machine, so it must be an x86_64 binary: one line each."""
-    if settings.executorch_src is not None:
-        from pytest_qnn_genai.runners import RunnerBuildError
-        from pytest_qnn_genai.runners.sources import check_tree
-
-        try:
-            check_tree(settings.executorch_src)
-        except RunnerBuildError as e:
-            raise pytest.UsageError(f"--executorch-src: {e}") from None
-    if settings.runner and not settings.devices:
-        from pytest_qnn_genai.elf import ElfError, read_elf
-
-        try:
-            machine = read_elf(Path(settings.runner).expanduser()).machine
-        except ElfError as e:
-            raise pytest.UsageError(f"--runner: {e}") from None
-        if machine != "x86_64":
-            raise pytest.UsageError(
-                f"--runner: {settings.runner} is built for {machine}; without --device the runner "
-                "runs on this machine (x86_64): pass an x86 build, or --device for a phone")
 
 
 def _xdist_workers(config: pytest.Config) -> int | None:
