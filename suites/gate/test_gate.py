@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 
 from pytest_qnn_genai import figures
-from pytest_qnn_genai.checks import agreement, bounds, generation, parity
+from pytest_qnn_genai.checks import agreement, bounds, generation, parity, program
 from pytest_qnn_genai.compat import llama_example
 from pytest_qnn_genai.golden import continuation
 from pytest_qnn_genai.golden.accepted import Measured
@@ -69,11 +69,9 @@ def test_pte_program(qnn_pipeline, qnn_pte, qnn_qdq, qnn_case, qnn_target, qnn_r
                      qnn_accepted) -> None:
     info = inspect_pte(qnn_pte.pte)
     assert tuple(info.graph_methods) == GRAPH_METHODS
-    for name in GRAPH_METHODS:
-        method = info.methods[name]
-        assert method.delegates == ("QnnBackend",), f"{name}: {method.delegates}"
-        assert method.cpu_operators == (), f"{name} left ops on CPU: {method.cpu_operators}"
-    assert info.delegates == {"QnnBackend"}
+    delegation = program.qnn_only(info, GRAPH_METHODS)
+    assert not delegation, "\n".join(delegation)
+    assert info.delegates == {program.QNN}
     params = qnn_case.params_dict
     constants = info.constants
     for constant, attr in EXPECTED_CONSTANTS.items():
