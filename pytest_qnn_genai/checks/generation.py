@@ -7,7 +7,8 @@ itself says is the evidence: the kv-mode run's own text (its outputs.txt) must b
 decoded with the case's tokenizer, and the hybrid run must have written that same text; else
 the gate would judge one generation and report another. Hazard: "tokens = argmax of their
 logits" cannot fail where the tokens are defined as that argmax (the host runner in this
-process, every kv-mode dump), so it is no check.
+process, every kv-mode dump), so it is no check. Likewise what genai_pipeline's inference stage
+reports for a program is held to the harness's own run of it (:func:`inference_matches_run`).
 """
 from __future__ import annotations
 
@@ -20,6 +21,8 @@ from pytest_qnn_genai import figures
 from pytest_qnn_genai.checks.parity import Check
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from pytest_qnn_genai.runtime.result import RunResult
 
 
@@ -158,4 +161,34 @@ def lookahead_gains(lookahead: RunResult, hybrid: RunResult, accepted: tuple[int
               judge="" if min_speed_ratio is None else f"ratio ≥ {min_speed_ratio:g} ({source})",
               name="lookahead_decode_speed_ratio", bound=min_speed_ratio,
               rule="" if min_speed_ratio is None else figures.AT_LEAST, better=figures.HIGHER),
+    ]
+
+
+def inference_matches_run(run: RunResult, prompt_ids: Sequence[int], tokens: Sequence[int],
+                          texts: Sequence[str], decode_tok_s: float) -> list[Check]:
+    """What genai_pipeline's inference stage reported for a program (its prompt ids, greedy
+    tokens, decoded texts and decode rate) against the harness's own ``run`` of that program on
+    the same target: one program, one target, greedy, so the ids, the tokens and the one text are
+    identical; the rate is shown beside the harness's, judged by nothing."""
+    same = "identical to the harness's run"
+
+    def where(theirs: Sequence[int], ours: Sequence[int]) -> str:
+        first = next((i for i, (a, b) in enumerate(zip(ours, theirs)) if a != b),
+                     min(len(ours), len(theirs)))
+        return "" if list(theirs) == list(ours) else f"first differs at {first}"
+
+    return [
+        Check("genai inference: prompt ids", len(run.prompt_tokens), len(prompt_ids),
+              where(prompt_ids, run.prompt_tokens), ok=list(prompt_ids) == list(run.prompt_tokens),
+              judge=same, name="genai_inference_prompt_ids", rule=figures.EQUAL),
+        Check("genai inference: greedy tokens", len(run.tokens), len(tokens),
+              where(tokens, run.tokens), ok=list(tokens) == list(run.tokens), judge=same,
+              name="genai_inference_tokens", rule=figures.EQUAL),
+        Check("genai inference: text", run.text[:40],
+              texts[0][:40] if len(texts) == 1 else f"{len(texts)} texts",
+              ok=list(texts) == [run.text], judge=same, name="genai_inference_text",
+              rule=figures.EQUAL),
+        Check("genai inference: decode tok/s", round(run.perf.decode_tok_s, 1),
+              round(decode_tok_s, 1), info=True, name="genai_inference_decode_tok_s",
+              better=figures.HIGHER),
     ]

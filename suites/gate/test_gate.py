@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 
 from pytest_qnn_genai import figures
-from pytest_qnn_genai.checks import agreement, bounds, generation, parity
+from pytest_qnn_genai.checks import agreement, bounds, generation, parity, program
 from pytest_qnn_genai.compat import llama_example
 from pytest_qnn_genai.golden import continuation
 from pytest_qnn_genai.golden.accepted import Measured
@@ -69,36 +69,25 @@ def test_pte_program(qnn_pipeline, qnn_pte, qnn_qdq, qnn_case, qnn_target, qnn_r
                      qnn_accepted) -> None:
     info = inspect_pte(qnn_pte.pte)
     assert tuple(info.graph_methods) == GRAPH_METHODS
-    for name in GRAPH_METHODS:
-        method = info.methods[name]
-        assert method.delegates == ("QnnBackend",), f"{name}: {method.delegates}"
-        assert method.cpu_operators == (), f"{name} left ops on CPU: {method.cpu_operators}"
-    assert info.delegates == {"QnnBackend"}
+    delegation = program.qnn_only(info, GRAPH_METHODS)
+    assert not delegation, "\n".join(delegation)
+    assert info.delegates == {program.QNN}
     params = qnn_case.params_dict
-    constants = info.constants
-    for constant, attr in EXPECTED_CONSTANTS.items():
-        assert constants[constant] == getattr(qnn_case, attr), constant
-    assert constants["get_n_layers"] == params["n_layers"]
-    assert constants["get_vocab_size"] == params["vocab_size"]
-    assert constants["get_n_kv_heads"] == params["n_kv_heads"]
+    exact = {constant: getattr(qnn_case, attr) for constant, attr in EXPECTED_CONSTANTS.items()}
+    exact |= {"get_n_layers": params["n_layers"], "get_vocab_size": params["vocab_size"],
+              "get_n_kv_heads": params["n_kv_heads"]}
     # what upstream's static_llama wrote into the model it built (its get_metadata())
-    for constant in ("get_bos_id", "get_eos_id"):
-        assert constants[constant] == qnn_qdq.metadata[constant], constant
-    assert constants["get_logits_scale"] == pytest.approx(qnn_qdq.metadata["get_logits_scale"])
-    layers, kv_heads = params["n_layers"], params["n_kv_heads"]
-    # ExecuTorch's ModelArgs: params' head_dim (Qwen3: wider than dim / n_heads), else that
-    head_dim = llama_example.static_llama().ModelArgs(**params).head_dim
-    kv_dtype = KV_IO_DTYPES[qnn_case.kv_io_bit_width]
-    ctx, ar = qnn_case.max_context_len, qnn_case.prefill_ar_len
-    for name, n in (("prefill_forward", ar), ("kv_forward", 1)):
-        ins, outs = info.methods[name].inputs, info.methods[name].outputs
-        assert [(t.dtype, t.shape) for t in ins[:3]] == [
-            ("int32", (1, n)), ("uint16", (1, 1, n, ctx)), ("int32", (1, n))]
-        assert [(t.dtype, t.shape) for t in ins[3:]] == (
-            [(kv_dtype, (1, kv_heads, head_dim, ctx - n))] * layers
-            + [(kv_dtype, (1, kv_heads, ctx - n, head_dim))] * layers)
-        assert (outs[0].dtype, outs[0].shape) == ("uint16", (1, n, params["vocab_size"]))
-        assert len(outs) == 1 + 2 * layers
+    exact |= {constant: qnn_qdq.metadata[constant] for constant in ("get_bos_id", "get_eos_id")}
+    problems = program.constant_problems(
+        info.constants, exact, {"get_logits_scale": qnn_qdq.metadata["get_logits_scale"]})
+    shape = program.HybridShape(
+        prefill_ar=qnn_case.prefill_ar_len, context=qnn_case.max_context_len,
+        layers=params["n_layers"], kv_heads=params["n_kv_heads"],
+        # ExecuTorch's ModelArgs: params' head_dim (Qwen3: wider than dim / n_heads), else that
+        head_dim=llama_example.static_llama().ModelArgs(**params).head_dim,
+        vocab=params["vocab_size"], kv_dtype=KV_IO_DTYPES[qnn_case.kv_io_bit_width])
+    problems += program.io_problems(info, shape)
+    assert not problems, "\n".join(problems)
     ceiling = bounds.pte_bytes(qnn_case)
     size = agreement.pte_size(info.size_bytes, int(ceiling.value), ceiling.source)
     qnn_record("gate", [size])

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from pytest_qnn_genai.checks import agreement, parity
+from pytest_qnn_genai.checks import agreement, parity, program
 from pytest_qnn_genai.flows import smoke
 from pytest_qnn_genai.pipeline import products
 from pytest_qnn_genai.pipeline.products import Wants, needs
@@ -66,9 +66,8 @@ def any_block(request: pytest.FixtureRequest, block_16a8w: Built, block_fp16: Bu
 
 
 def test_only_qnn_delegate(any_block: Built) -> None:
-    forward = inspect_pte(any_block.pte).methods["forward"]
-    assert forward.delegates == ("QnnBackend",)
-    assert forward.cpu_operators == ()
+    problems = program.qnn_only(inspect_pte(any_block.pte), ("forward",))
+    assert not problems, "\n".join(problems)
 
 
 def test_context_binary_is_for_the_target(any_block: Built, qnn_target) -> None:

@@ -144,3 +144,30 @@ def test_lookahead_is_judged_on_the_tokens_the_runner_accepted_and_its_speed() -
     assert [c.ok for c in slower] == [True, False]
     phone = lookahead_gains(_rate_run(9.0), hy, (50, 21), 21, None, "measured")
     assert phone[1].info and phone[1].ok  # no share measured there: reported only
+
+
+def test_genai_inference_is_held_to_the_harness_run() -> None:
+    """genai_pipeline's inference stage reporting what the harness's run of the same program
+    wrote passes; another prompt id, another token, another text or a second text fails its row;
+    the decode rate is shown, judged by nothing."""
+    from pytest_qnn_genai.checks.generation import inference_matches_run
+
+    run = _run([3, 5, 2])
+    same = inference_matches_run(run, [1, 4], [3, 5, 2], [" a b c"], 1.02)
+    assert [c.ok for c in same] == [True] * 4 and same[3].info
+    assert [c.figure().verdict for c in same] == ["pass", "pass", "pass", "info"]
+    faults = {"prompt ids": ([1, 5], [3, 5, 2], [" a b c"]),
+              "greedy tokens": ([1, 4], [3, 5, 7], [" a b c"]),
+              "text": ([1, 4], [3, 5, 2], [" a b d"])}
+    for row, (ids, tokens, texts) in faults.items():
+        checks = inference_matches_run(run, ids, tokens, texts, 1.0)
+        assert [c.check for c in checks if not c.ok] == [f"genai inference: {row}"], row
+    other_token = inference_matches_run(run, [1, 4], [3, 5, 7], [" a b c"], 1.0)[1]
+    assert failures([other_token]) == ("genai inference: greedy tokens is 3 (against 3; "
+                                       "difference first differs at 2), which fails identical to "
+                                       "the harness's run.")
+    two = inference_matches_run(run, [1, 4], [3, 5, 2], [" a b c", " a b c"], 1.0)
+    assert [c.ok for c in two] == [True, True, False, True]
+    assert failures([c for c in two if not c.ok]).startswith(
+        "genai inference: text is 2 texts (against ' a b c'), which fails identical to the "
+        "harness's run.")

@@ -115,6 +115,24 @@ def test_one_ulp_of_one_logit_fails_naming_the_position() -> None:
     assert "1 of 1536 values differ" in detail
 
 
+def test_one_ulp_of_one_qdq_graph_logit_fails() -> None:
+    """The QDQ graphs' comparison (``compare_logits`` on every position's row, as
+    ``test_qdq_graphs_compute_the_same_outputs`` calls it): equal rows pass, one ulp of one
+    logit fails naming its position and vocabulary index."""
+    rng = np.random.default_rng(5)
+    rows = rng.normal(size=(48, 512)).astype(np.float32)
+    same = parity.compare_logits(rows, rows.copy(), what="QDQ graph logits", name="qdq_")
+    assert [c.ok for c in same] == [True, True] and same[1].info
+    other = rows.copy()
+    other[17, 42] = np.nextafter(other[17, 42], np.float32(-np.inf))
+    checks = parity.compare_logits(rows, other, what="QDQ graph logits", name="qdq_")
+    assert [c.ok for c in checks] == [False, True]
+    assert checks[0].name == "qdq_logits_values_differing" and checks[0].new == 1
+    assert checks[0].detail.strip().startswith("first at step 17, vocab index 42: legacy ")
+    assert parity.failures(checks).startswith(
+        "QDQ graph logits values that differ (of 48 rows) is 1 ")
+
+
 def test_a_tolerance_judges_outputs_by_its_floors() -> None:
     rng = np.random.default_rng(3)
     logits = rng.normal(size=(3, 512)).astype(np.float32)
