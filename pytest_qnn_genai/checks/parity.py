@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 
 SAME = "same as legacy"
 SCALE_RTOL = 1e-3  # constant-method scales (logits, KV outputs) of the two flows
-PTE_SIZE_RTOL = 0.05
+PTE_SIZE_RTOL = 0.05  # a pair with a case's reasoned tolerance (identity otherwise)
 
 
 @dataclass(frozen=True)
@@ -271,11 +271,20 @@ def compare_compile_options(legacy: dict[str, object], new: dict[str, object]) -
                   name="qnn_compile_options")]
 
 
-def compare_pte_size(legacy_bytes: int, new_bytes: int, rtol: float = PTE_SIZE_RTOL) -> Check:
+def compare_pte_size(legacy_bytes: int, new_bytes: int,
+                     tolerance: ParityTolerance = EXACT) -> Check:
+    """Two builds' ``.pte`` bytes: identical (two builds of one recipe measure byte for byte
+    the same size), or, under a case's reasoned ``tolerance``, within :data:`PTE_SIZE_RTOL`."""
     delta = (new_bytes - legacy_bytes) / legacy_bytes
-    return Check(f".pte size (within {rtol:.0%})", legacy_bytes, new_bytes, f"{delta:+.2%}",
-                 ok=abs(delta) <= rtol, judge=f"within {rtol:.0%} of legacy", name="pte_bytes",
-                 better=figures.LOWER)
+    if tolerance.exact:
+        return Check(".pte size (identical)", legacy_bytes, new_bytes,
+                     f"{new_bytes - legacy_bytes:+d} B ({delta:+.2%})", ok=new_bytes == legacy_bytes,
+                     judge="identical to legacy's", name="pte_bytes", bound=legacy_bytes,
+                     rule=figures.EQUAL, better=figures.LOWER)
+    return Check(f".pte size (within {PTE_SIZE_RTOL:.0%})", legacy_bytes, new_bytes, f"{delta:+.2%}",
+                 ok=abs(delta) <= PTE_SIZE_RTOL,
+                 judge=f"within {PTE_SIZE_RTOL:.0%} of legacy (case tolerance: {tolerance.reason})",
+                 name="pte_bytes", better=figures.LOWER, tolerance=tolerance.reason)
 
 
 # -- outputs on the target ------------------------------------------------------------------------

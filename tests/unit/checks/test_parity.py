@@ -10,6 +10,7 @@ import pytest
 from pytest_qnn_genai.checks import encodings, parity
 from pytest_qnn_genai.checks.encodings import Encoding
 from pytest_qnn_genai.checks.parity import Signature
+from pytest_qnn_genai.models.spec import ParityTolerance
 
 
 def _sig(**overrides) -> Signature:
@@ -94,4 +95,9 @@ def test_runs_and_table() -> None:
     assert lines[0].split("  ")[:1] == ["check"] and lines[0].split() == [
         "check", "legacy", "/", "A", "new", "/", "B", "delta", "verdict"]
     assert len(lines) == 2 + len(checks)
-    assert parity.compare_pte_size(100, 104).ok and not parity.compare_pte_size(100, 110).ok
+    # identical bytes by default: one byte more fails; a case's reasoned tolerance allows 5 %
+    assert parity.compare_pte_size(100, 100).ok and not parity.compare_pte_size(100, 101).ok
+    loose = ParityTolerance(reason="another recipe", max_encoding_steps=1)
+    assert parity.compare_pte_size(100, 104, loose).ok
+    assert not parity.compare_pte_size(100, 106, loose).ok
+    assert "(case tolerance: another recipe)" in parity.compare_pte_size(100, 104, loose).judge

@@ -14,6 +14,7 @@ import torch.nn.functional as F
 
 from pytest_qnn_genai.checks import bounds, perplexity
 from pytest_qnn_genai.models import registry, spec
+from pytest_qnn_genai.models.spec import ParityTolerance
 
 RNG = np.random.default_rng(7)
 
@@ -119,3 +120,12 @@ def test_parity_rows_fail_when_the_new_program_scores_worse() -> None:
     assert same[0].ok and [c.verdict for c in same[1:]] == ["info", "info"]
     worse = perplexity.parity_checks(legacy, new, (0.01, 0.9), (0.02, 0.8))
     assert not worse[0].ok and worse[0].figure().verdict == "fail"
+    # identity by default: the smallest difference of the score fails, better or worse
+    nudged = replace(legacy, nll=legacy.nll * (1 - 1e-12))
+    assert not perplexity.parity_checks(legacy, nudged, (0.01, 0.9), (0.01, 0.9))[0].ok
+    # a case's reasoned tolerance: within PARITY_RTOL of legacy, the reason in the verdict
+    loose = ParityTolerance(reason="another recipe", max_encoding_steps=1)
+    slightly = _scores(2.0, 2.0, 3.0 * (1 + perplexity.PARITY_RTOL / 4))[2]
+    [row, *_] = perplexity.parity_checks(legacy, slightly, (0.01, 0.9), (0.01, 0.9), loose)
+    assert row.ok and row.verdict == "ok (tolerance: another recipe)"
+    assert not perplexity.parity_checks(legacy, new, (0.01, 0.9), (0.01, 0.9), loose)[0].ok
