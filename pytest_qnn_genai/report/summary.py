@@ -1,11 +1,13 @@
 """The run summary, one document rendered twice: ``summary.md`` and ``summary.html``.
 
 It opens with the verdict counts and **what changed** since the previous run (or
-``--qnn-compare-to``): the fingerprint's differences (versions, harness commit, settings, each
-artifact's key inputs: build settings and compile options) next to the figures that moved beyond
-noise or changed verdict. Then the run's facts, and per model x target one table per suite: every
-figure with its value, reference, details, **the judge that gave its verdict** and the verdict
-(``info`` when nothing judged it). An emulator section says that no phone floor applies there.
+``--qnn-compare-to``): the fingerprint's differences (versions, harness commit, settings, each artifact's key
+inputs: build settings and compile options) next to the figures that moved beyond noise or changed
+verdict. Then the run's facts, and per model x target one table per suite: every figure with its
+value, reference, details, **the judge that gave its verdict** and the verdict (``info`` when
+nothing judged it); a case whose weights are a model upstream gates first gets its figures beside
+upstream's ``LlmSpecs`` (:mod:`pytest_qnn_genai.report.upstream`). An emulator section says that
+no phone floor applies there.
 """
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ from pathlib import Path
 from pytest_qnn_genai import text
 from pytest_qnn_genai.figures import RATIO, VERDICTS, Figure
 from pytest_qnn_genai.files import write_text_atomic
+from pytest_qnn_genai.report import upstream
 from pytest_qnn_genai.report.changes import Move, moves
 from pytest_qnn_genai.report.document import Cell, Image, Section, Table, to_markdown
 from pytest_qnn_genai.report.fingerprint import Difference, differences
@@ -148,7 +151,8 @@ def build(results: ResultsFile, previous: ResultsFile | None = None, noise: floa
     by_key = {m.key: m for m in moved}
     sections = [Section(f"QNN GenAI gate — {results.header.date[:10]}", 1,
                         [_counts(results), VERDICT_RULE]),
-                _changes(results, previous, compared, diffs, moved, noise), _facts(results)]
+                _changes(results, previous, compared, diffs, moved, noise), _facts(results),
+                *upstream.sections(results)]
     for model, target in dict.fromkeys((r.model, r.target) for r in results.records):
         mine = [r for r in results.records if (r.model, r.target) == (model, target)]
         speed = mine[0].is_emulator and any(r.kind == "perf" for r in mine)
