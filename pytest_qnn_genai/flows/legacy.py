@@ -87,6 +87,16 @@ def calibration_samples(case: ModelCase) -> list[dict[str, list[dict[str, str]]]
 
 
 INPUTS_DIR = "llama-inputs"  # what a case's family lays out for llama.py (removed after the build)
+# How long llama.py may build: a hang is found within the base on a toy, and a build's time grows
+# with the weights it calibrates, quantizes and compiles (a fixed 20 minutes killed a 135M build
+# that was still working, with another build sharing the cores)
+BASE_TIMEOUT_S = 1200.0
+TIMEOUT_S_PER_CHECKPOINT_MB = 10.0
+
+
+def build_timeout_s(case: ModelCase) -> float:
+    """The time a build of ``case`` gets: the base plus a share per MB of its checkpoint."""
+    return BASE_TIMEOUT_S + TIMEOUT_S_PER_CHECKPOINT_MB * case.path("checkpoint").stat().st_size / 1e6
 
 
 def legacy_argv(case: ModelCase, target: Target, out_dir: Path, calib_file: Path,
@@ -181,7 +191,7 @@ def check_supported(case: ModelCase, target: Target, parser: LegacyParser,
             "and cannot download any offline")
 
 
-def build_legacy(case: ModelCase, target: Target, out_dir: Path, timeout_s: float = 1200, *,
+def build_legacy(case: ModelCase, target: Target, out_dir: Path, timeout_s: float = BASE_TIMEOUT_S, *,
                  sdk_root: Path | None = None) -> LegacyArtifacts:
     """Compile ``case`` for ``target`` with ``llama.py --compile_only`` into ``out_dir``.
 
@@ -242,7 +252,7 @@ class LegacyFlow(Flow):
                 "backend": target.backend, "emulator": target.is_emulator}
 
     def build(self, request: BuildRequest, out: Path) -> None:
-        build_legacy(request.case, request.target, out)
+        build_legacy(request.case, request.target, out, build_timeout_s(request.case))
 
     def load(self, folder: Path, qdq: QdqArtifacts | None) -> FlowOutput:
         art = LegacyArtifacts.load(folder)
