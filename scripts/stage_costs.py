@@ -1,0 +1,147 @@
+#!/usr/bin/env python
+"""What each build stage of a model case costs, each stage alone in a process (not a test).
+
+    python scripts/stage_costs.py --models stories260k,qwen3_toy [--soc SM8650] [--cache DIR]
+                                  [--stages quantize,new]
+
+For every case, the stages the gate builds for the emulator run in dependency order, each the only
+step of a prebuild process of its own (``python -m pytest_qnn_genai.prebuild PLAN``, one slot,
+the plugin's own code path): the GGUF import (a case that names a GGUF file), the fp32 reference,
+the staged flow's quantize and compile, and llama.py's build. ``os.wait4`` gives each process's
+CPU seconds and peak RSS (llama.py's build runs in a child of its own, whose peak the cache
+manifest records; the larger is printed), the cache statistics the cache MB it wrote. A stage
+already in the cache costs nothing and says "hit": measure on an empty cache (the default, a new
+temporary folder) for a cold table.
+
+Why a process per stage: builds that share a process share its peak RSS, and the prebuild runs
+two at a time; measured together the table would give every stage the largest one's memory.
+Prints one Markdown table (the docs' scaling table is made of its rows).
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from pytest_qnn_genai.models import registry  # noqa: E402
+from pytest_qnn_genai.pipeline import products  # noqa: E402
+from pytest_qnn_genai.pipeline.products import Need  # noqa: E402
+from pytest_qnn_genai.plugin.options import resolve  # noqa: E402
+from pytest_qnn_genai.prebuild.process import PrebuildConfig, write_plan  # noqa: E402
+from pytest_qnn_genai.sdk import resolve_sdk  # noqa: E402
+from pytest_qnn_genai.settings import Settings  # noqa: E402
+
+TIMEOUT_S = 3 * 3600  # one stage of a real-size case is about half an hour on 2 cores
+
+
+@dataclasses.dataclass(frozen=True)
+class Cost:
+    stage: str
+    wall_s: float
+    cpu_s: float
+    peak_rss_mb: float
+    written_mb: float
+    built: bool
+
+
+STAGES = (products.GGUF_IMPORT, products.FP32_REFERENCE, products.QUANTIZE, "new", "legacy")
+
+
+def stages(case_name: str, soc: str, backend: str, names: tuple[str, ...] = STAGES) -> list[Need]:
+    """The emulator builds of one case the gate needs (of ``names``), dependencies first."""
+    (case,) = registry.select([case_name])
+    out = []
+    for name in (n for n in STAGES if n in names):
+        if name == products.GGUF_IMPORT:
+            out += [Need(name, case_name)] if case.gguf else []
+        elif name == products.FP32_REFERENCE:
+            out.append(Need(name, case_name))
+        else:
+            out.append(Need(name, case_name, soc, backend))
+    return out
+
+
+def measure(need: Need, settings: Settings, work: Path) -> Cost:
+    """Build ``need`` in a prebuild process of its own; what it cost."""
+    plan, stats = work / "plan.pickle", work / "stats.json"
+    stats.unlink(missing_ok=True)
+    write_plan(plan, PrebuildConfig(settings, session_start=time.time(), slots=1,
+                                    stats_file=str(stats)), [need])
+    start = time.monotonic()
+    proc = subprocess.Popen([sys.executable, "-m", "pytest_qnn_genai.prebuild", str(plan)],
+                            cwd=ROOT, stdin=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                            stdout=subprocess.DEVNULL)
+    # the prebuild stops when its stdin closes (the session's end): kept open while it works;
+    # reaped here only (Popen.poll would reap it first and its usage would be lost)
+    deadline = time.monotonic() + TIMEOUT_S
+    pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+    while not pid:
+        if time.monotonic() > deadline:
+            proc.kill()
+            raise SystemExit(f"{need.product} {need.case}: no end after {TIMEOUT_S} s")
+        time.sleep(1)
+        pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode:
+        raise SystemExit(f"{need.product} {need.case}: the prebuild exited {proc.returncode}")
+    done = json.loads(stats.read_text()) if stats.exists() else {}
+    peak_mb = usage.ru_maxrss / 1024.0
+    built = int(done.get("builds", 0)) > 0
+    return Cost(need.product, time.monotonic() - start, usage.ru_utime + usage.ru_stime,
+                max(peak_mb, _child_peak_mb(settings, need) if built else 0.0),
+                float(done.get("bytes_built", 0)) / 1e6, built)
+
+
+def _child_peak_mb(settings: Settings, need: Need) -> float:
+    """The peak RSS a subprocess build (llama.py's) recorded in its newest manifest."""
+    if need.product != "legacy":
+        return 0.0
+    stage_dir = settings.artifacts_dir / "legacy-build"
+    manifests = sorted(stage_dir.glob("*/artifacts.json"), key=lambda p: p.stat().st_mtime)
+    if not manifests:
+        return 0.0
+    data = json.loads(manifests[-1].read_text())
+    return float(data.get("peak_rss_mb") or 0.0)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", required=True, help="cases, comma separated")
+    parser.add_argument("--soc", default="SM8650")
+    parser.add_argument("--backend", default="htp")
+    parser.add_argument("--cache", type=Path, help="artifact cache (default: a new empty one)")
+    parser.add_argument("--stages", default=",".join(STAGES),
+                        help="the stages to measure, comma separated (a stage whose inputs are "
+                             "not in the cache builds them too, within its row)")
+    args = parser.parse_args()
+    names = tuple(args.stages.split(","))
+    if unknown := [n for n in names if n not in STAGES]:
+        parser.error(f"--stages: {', '.join(unknown)}: not one of {', '.join(STAGES)}")
+    cache = args.cache or Path(tempfile.mkdtemp(prefix="stage-costs-"))
+    defaults = resolve(lambda name: None, lambda name: None, ROOT, environ=dict(os.environ))
+    settings = dataclasses.replace(defaults, cache_dir=cache)
+    resolve_sdk(settings.qnn_sdk, cache)  # provisioned here, not on the first stage's clock
+    print("| case | stage | wall s | CPU s | peak RSS MB | cache MB |")
+    print("|---|---|---|---|---|---|")
+    with tempfile.TemporaryDirectory() as work:
+        for name in args.models.split(","):
+            for need in stages(name, args.soc, args.backend, names):
+                cost = measure(need, settings, Path(work))
+                rss = f"{cost.peak_rss_mb:,.0f}" if cost.built else "hit"
+                print(f"| {name} | {cost.stage} | {cost.wall_s:.0f} | {cost.cpu_s:.0f} | {rss} "
+                      f"| {cost.written_mb:,.1f} |", flush=True)
+    print(f"\ncache: {cache}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
