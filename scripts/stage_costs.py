@@ -77,9 +77,10 @@ def measure(need: Need, settings: Settings, work: Path) -> Cost:
     write_plan(plan, PrebuildConfig(settings, session_start=time.time(), slots=1,
                                     stats_file=str(stats)), [need])
     start = time.monotonic()
-    proc = subprocess.Popen([sys.executable, "-m", "pytest_qnn_genai.prebuild", str(plan)],
-                            cwd=ROOT, stdin=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                            stdout=subprocess.DEVNULL)
+    log = work / "prebuild.log"
+    with log.open("w") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "pytest_qnn_genai.prebuild", str(plan)],
+                                cwd=ROOT, stdin=subprocess.PIPE, stderr=out, stdout=out)
     # the prebuild stops when its stdin closes (the session's end): kept open while it works;
     # reaped here only (Popen.poll would reap it first and its usage would be lost)
     deadline = time.monotonic() + TIMEOUT_S
@@ -91,8 +92,10 @@ def measure(need: Need, settings: Settings, work: Path) -> Cost:
         time.sleep(1)
         pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
     proc.returncode = os.waitstatus_to_exitcode(status)
-    if proc.returncode:
-        raise SystemExit(f"{need.product} {need.case}: the prebuild exited {proc.returncode}")
+    failed = [line for line in log.read_text().splitlines() if ": failed (" in line]
+    if proc.returncode or failed:  # a failed build costs what it cost, but measures no stage
+        raise SystemExit(failed[0] if failed else
+                         f"{need.product} {need.case}: the prebuild exited {proc.returncode}")
     done = json.loads(stats.read_text()) if stats.exists() else {}
     peak_mb = usage.ru_maxrss / 1024.0
     built = int(done.get("builds", 0)) > 0
