@@ -79,7 +79,8 @@ def test_the_gate_and_parity_run_on_a_case_from_outside(qnn_settings, tmp_path: 
     golden = folder / "golden" / "continuations" / f"{NAME}.json"  # beside the case
     assert json.loads(golden.read_text())["prompt"] == "Once upon a time"
     assert not (tmp_path / "golden" / "continuations").exists()
-    snapshots = (tmp_path / "golden" / "snapshots" / "test_parity_snapshots.ambr").read_text()
+    snapshots = (tmp_path / "golden" / "snapshots" / "SM8650-htp-emulator"
+                 / "test_parity_snapshots.ambr").read_text()
     assert f"[{NAME}-SM8650-htp-emulator]" in snapshots
 
     second = _pytest(tmp_path, qnn_settings.cache_dir, tmp_path / "second.xml")

@@ -50,7 +50,7 @@ def builds(monkeypatch: pytest.MonkeyPatch) -> list[str]:
         calls.append("quantize")
         (out / "qdq.json").write_text("{}")
 
-    def fake_legacy(case, target, out: Path) -> None:
+    def fake_legacy(case, target, out: Path, timeout_s: float = 0.0) -> None:
         calls.append(f"legacy-{'emulator' if target.is_emulator else 'phone'}")
         (out / "legacy.json").write_text("{}")
 
