@@ -8,10 +8,9 @@ For every case, the stages the gate builds for the emulator run in dependency or
 step of a prebuild process of its own (``python -m pytest_qnn_genai.prebuild PLAN``, one slot,
 the plugin's own code path): the GGUF import (a case that names a GGUF file), the fp32 reference,
 the staged flow's quantize and compile, and llama.py's build. ``os.wait4`` gives each process's
-CPU seconds and peak RSS (llama.py's build runs in a child of its own, whose peak the cache
-manifest records; the larger is printed), the cache statistics the cache MB it wrote. A stage
-already in the cache costs nothing and says "hit": measure on an empty cache (the default, a new
-temporary folder) for a cold table.
+CPU seconds and peak RSS (Linux counts the descendants it reaped: llama.py's subprocess is in
+them), the cache statistics the cache MB it wrote. A stage already in the cache costs nothing and
+says "hit": measure on an empty cache (the default, a new temporary folder) for a cold table.
 
 Why a process per stage: builds that share a process share its peak RSS, and the prebuild runs
 two at a time; measured together the table would give every stage the largest one's memory.
@@ -97,23 +96,9 @@ def measure(need: Need, settings: Settings, work: Path) -> Cost:
         raise SystemExit(failed[0] if failed else
                          f"{need.product} {need.case}: the prebuild exited {proc.returncode}")
     done = json.loads(stats.read_text()) if stats.exists() else {}
-    peak_mb = usage.ru_maxrss / 1024.0
-    built = int(done.get("builds", 0)) > 0
     return Cost(need.product, time.monotonic() - start, usage.ru_utime + usage.ru_stime,
-                max(peak_mb, _child_peak_mb(settings, need) if built else 0.0),
-                float(done.get("bytes_built", 0)) / 1e6, built)
-
-
-def _child_peak_mb(settings: Settings, need: Need) -> float:
-    """The peak RSS a subprocess build (llama.py's) recorded in its newest manifest."""
-    if need.product != "legacy":
-        return 0.0
-    stage_dir = settings.artifacts_dir / "legacy-build"
-    manifests = sorted(stage_dir.glob("*/artifacts.json"), key=lambda p: p.stat().st_mtime)
-    if not manifests:
-        return 0.0
-    data = json.loads(manifests[-1].read_text())
-    return float(data.get("peak_rss_mb") or 0.0)
+                usage.ru_maxrss / 1024.0, float(done.get("bytes_built", 0)) / 1e6,
+                int(done.get("builds", 0)) > 0)
 
 
 def main() -> int:
