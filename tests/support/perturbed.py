@@ -11,6 +11,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    import torch
+
     from pytest_qnn_genai.models.registry import ModelCase
     from pytest_qnn_genai.pipeline import Pipeline
     from pytest_qnn_genai.targets import Target
@@ -45,3 +47,14 @@ def perturbed_calibration_graph(pipeline: Pipeline, case: ModelCase, target: Tar
                                       "backend": "htp", **perturbation},
         build, label=f"{case.name} {label}")
     return entry.file(PERTURBED)
+
+
+def one_prompt_calibration_module(pipeline: Pipeline, case: ModelCase,
+                                  target: Target) -> torch.fx.GraphModule:
+    """``case``'s calibration graph calibrated on its first prompt only (cached), loaded: the
+    negative control of the accuracy checks."""
+    from pytest_qnn_genai.checks import encodings
+
+    path = perturbed_calibration_graph(pipeline, case, target, case.calibration_prompts[:1],
+                                       {"calibration_prompts": 1}, "one calibration prompt")
+    return encodings.load_qdq(path).module(check_guards=False)

@@ -12,10 +12,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pytest_qnn_genai.checks import agreement, bounds, encodings
+from pytest_qnn_genai.checks import agreement, bounds
 from pytest_qnn_genai.golden import accepted as acc
 from pytest_qnn_genai.golden import accepted_judge as judge
-from tests.support.perturbed import perturbed_calibration_graph
+from tests.support.perturbed import one_prompt_calibration_module
 
 REPO = Path(__file__).resolve().parents[3]
 KEY = "SM8650-htp-emulator"
@@ -23,10 +23,7 @@ KEY = "SM8650-htp-emulator"
 
 @pytest.fixture(scope="session")
 def one_prompt_graph(qnn_pipeline, qnn_sdk, case, sm8650_emulator):  # noqa: ANN201
-    path = perturbed_calibration_graph(qnn_pipeline, case, sm8650_emulator,
-                                       case.calibration_prompts[:1], {"calibration_prompts": 1},
-                                       "one calibration prompt")
-    return encodings.load_qdq(path).module(check_guards=False)
+    return one_prompt_calibration_module(qnn_pipeline, case, sm8650_emulator)
 
 
 def _measured(case, fp32: np.ndarray, qdq: np.ndarray) -> list[acc.Measured]:  # noqa: ANN001

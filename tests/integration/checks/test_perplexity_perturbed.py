@@ -8,17 +8,14 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_qnn_genai.checks import encodings, perplexity
-from tests.support.perturbed import perturbed_calibration_graph
+from pytest_qnn_genai.checks import perplexity
+from tests.support.perturbed import one_prompt_calibration_module
 
 
 @pytest.fixture(scope="session")
 def one_prompt_graph(qnn_pipeline, qnn_sdk, case, sm8650_emulator):  # noqa: ANN201
     """stories260k's calibration graph calibrated on one prompt, loaded."""
-    path = perturbed_calibration_graph(qnn_pipeline, case, sm8650_emulator,
-                                       case.calibration_prompts[:1], {"calibration_prompts": 1},
-                                       "one calibration prompt")
-    return encodings.load_qdq(path).module(check_guards=False)
+    return one_prompt_calibration_module(qnn_pipeline, case, sm8650_emulator)
 
 
 def test_one_prompt_calibration_fails_the_qdq_perplexity_ceiling(
