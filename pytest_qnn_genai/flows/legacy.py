@@ -24,6 +24,7 @@ from pytest_qnn_genai.flows.llama_cli import (
     LegacyFlowError,
     LegacyOption,
     LegacyParser,
+    LegacyQnnRefusal,
     LegacyTimeout,
     legacy_parser,
     run_logged,
@@ -34,6 +35,7 @@ from pytest_qnn_genai.hybrid import QDQ, TEXT_DECODER
 from pytest_qnn_genai.models import families
 from pytest_qnn_genai.models.families import LegacyInputs
 from pytest_qnn_genai.models.registry import ModelCase
+from pytest_qnn_genai.stages.qnn_refusal import refusal_reason
 from pytest_qnn_genai.targets import Target
 
 if TYPE_CHECKING:
@@ -220,8 +222,14 @@ def build_legacy(case: ModelCase, target: Target, out_dir: Path, timeout_s: floa
     done = run_logged(argv, env, out_dir, log, remaining,
                        f"legacy llama.py ({case.name}, {target.id})", limit_s=timeout_s)
     if done.returncode != 0:
+        what = f"legacy llama.py ({case.name}, {target.id})"
+        refused = refusal_reason(log.read_text(errors="replace").splitlines())
+        if refused is not None:  # QNN's verdict on the graph: remembered under the key
+            raise LegacyQnnRefusal(f"{what}: QNN refused the graph at prepare: {refused} (exit "
+                                   f"code {done.returncode} after {done.wall_s:.0f}s). Last lines "
+                                   f"of {log}:\n{tail(log)}")
         raise LegacyFlowError(
-            f"legacy llama.py ({case.name}, {target.id}) failed with exit code {done.returncode} "
+            f"{what} failed with exit code {done.returncode} "
             f"after {done.wall_s:.0f}s. Last lines of {log}:\n{tail(log)}")
     shutil.rmtree(out_dir / INPUTS_DIR, ignore_errors=True)  # links/copies of the case's files
     missing = [p.name for p in (pte, qdq) if not p.is_file()]

@@ -24,6 +24,7 @@ from pathlib import Path
 import pytest_qnn_genai
 from pytest_qnn_genai.sdk import require_active
 from pytest_qnn_genai.sdk.emulator import LIB_SUBDIR
+from pytest_qnn_genai.stages.qnn_refusal import QnnRefusal
 
 LLAMA_MODULE = "executorch.examples.qualcomm.oss_scripts.llama.llama"
 PROBE_TIMEOUT_S = 300.0
@@ -69,6 +70,11 @@ print({_PROBE_MARK!r} + json.dumps({{"options": options, "socs": socs}}), flush=
 
 class LegacyFlowError(RuntimeError):
     """The legacy ``llama.py`` run failed (the message names the exit code and the log's tail)."""
+
+
+class LegacyQnnRefusal(QnnRefusal, LegacyFlowError):
+    """llama.py failed because QNN refused its graph at prepare (its log says so): remembered
+    under the build's key like the staged compile's refusal."""
 
 
 class LegacyTimeout(LegacyFlowError):

@@ -12,6 +12,7 @@ from pathlib import Path
 import torch
 
 from pytest_qnn_genai.stages.compile import compile_specs
+from pytest_qnn_genai.stages.qnn_refusal import lowering
 from pytest_qnn_genai.targets import Target
 
 
@@ -84,7 +85,8 @@ def lower_to_pte(module: torch.nn.Module, example: tuple[torch.Tensor, ...], tar
     from executorch.backends.qualcomm.utils.utils import to_edge_transform_and_lower_to_qnn
 
     specs = compile_specs(target, "fp16" if fp16 else "quantized")
-    edge = to_edge_transform_and_lower_to_qnn(module, example, specs)
+    with lowering(f"{type(module).__name__} for {target.soc.name}-{target.backend}"):
+        edge = to_edge_transform_and_lower_to_qnn(module, example, specs)
     program = edge.to_executorch()
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(out.name + ".tmp")

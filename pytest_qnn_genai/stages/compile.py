@@ -5,7 +5,8 @@ process can run it). Lowering is what the legacy ``HybridTextDecoder.compile`` d
 graphs go through one ``to_edge_transform_and_lower_to_qnn`` call with the QNN capture passes,
 ``TagQuantIO`` tagging the LLM IO (uint16 logits/mask, uint8 or uint16 KV), the decode graph's
 metadata as constant methods, then ``to_executorch`` with graph IO left unplanned (the runner owns
-those buffers) and ``BuildQuantIo``.
+those buffers) and ``BuildQuantIo``. QNN refusing a graph at prepare raises
+:class:`~pytest_qnn_genai.stages.qnn_refusal.QnnRefusal` with QNN's reason (the cache remembers it).
 """
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from typing import TYPE_CHECKING, TypedDict
 
 from pytest_qnn_genai.hybrid import LOWERED_GRAPHS, TEXT_DECODER
 from pytest_qnn_genai.sdk import require_active
+from pytest_qnn_genai.stages.qnn_refusal import lowering
 from pytest_qnn_genai.stages.quantize import (
     QdqArtifacts,
     UnsupportedBackendError,
@@ -200,15 +202,16 @@ def compile_pte(qdq: QdqArtifacts, target: Target, out_dir: Path) -> PteArtifact
     names = spec["graph_names"]
     compile_specs = _compile_specs(spec, target)
     jobs = {name: _passes(qdq, name) for name in names}
-    edge = to_edge_transform_and_lower_to_qnn(
-        module={name: qdq.graph(name) for name in names},
-        inputs={name: qdq.example_inputs(name) for name in names},
-        compiler_specs={name: compile_specs for name in names},
-        constant_methods=dict(qdq.metadata),
-        dep_table={name: jobs[name][1] for name in names},
-        passes_job={name: jobs[name][0] for name in names},
-        skip_node_op_set=set(spec["skip_node_op_set"]),
-    )
+    with lowering(f"{qdq.data['decoder_model']} for {target.soc.name}-{target.backend}"):
+        edge = to_edge_transform_and_lower_to_qnn(
+            module={name: qdq.graph(name) for name in names},
+            inputs={name: qdq.example_inputs(name) for name in names},
+            compiler_specs={name: compile_specs for name in names},
+            constant_methods=dict(qdq.metadata),
+            dep_table={name: jobs[name][1] for name in names},
+            passes_job={name: jobs[name][0] for name in names},
+            skip_node_op_set=set(spec["skip_node_op_set"]),
+        )
     program = edge.to_executorch(ExecutorchBackendConfig(
         memory_planning_pass=MemoryPlanningPass(**spec["memory_planning"]),
         passes=[BuildQuantIo()]))
