@@ -29,8 +29,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,6 +38,7 @@ import torch
 
 from pytest_qnn_genai.models import bpe, layouts
 from pytest_qnn_genai.models.families import LegacyInputs
+from pytest_qnn_genai.models.hub import offline_hub
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase, Qwen3Config, Qwen3ForCausalLM
@@ -228,13 +227,6 @@ def reference_model(case: CaseFiles,
     return model
 
 
-def _place(src: Path, dst: Path) -> None:
-    try:
-        os.link(src, dst)
-    except OSError:  # another file system: a copy
-        shutil.copyfile(src, dst)
-
-
 def legacy_inputs(case: CaseFiles, work_dir: Path) -> LegacyInputs:
     """The case's folder as an offline Hugging Face hub cache of the decoder model's
     ``repo_id`` (``models--Qwen--Qwen3-0.6B/{refs/main,snapshots/<rev>/}``, the revision a digest
@@ -246,19 +238,8 @@ def legacy_inputs(case: CaseFiles, work_dir: Path) -> LegacyInputs:
     digest = hashlib.sha1()
     for name, path in sorted(files.items()):
         digest.update(name.encode() + path.read_bytes())
-    revision = digest.hexdigest()
-    home = Path(work_dir) / "hf-home"
-    repo = home / "hub" / ("models--" + REPO_IDS[case.decoder_model].replace("/", "--"))
-    snapshot = repo / "snapshots" / revision
-    shutil.rmtree(home, ignore_errors=True)
-    snapshot.mkdir(parents=True)
-    for name, path in files.items():
-        _place(path, snapshot / name)
-    (repo / "refs").mkdir()
-    (repo / "refs" / "main").write_text(revision)
-    return LegacyInputs(("--params", str(case.path("params"))),
-                        {"HF_HOME": str(home), "HF_HUB_CACHE": str(home / "hub"),
-                         "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"})
+    env = offline_hub(files, REPO_IDS[case.decoder_model], digest.hexdigest(), work_dir)
+    return LegacyInputs(("--params", str(case.path("params"))), env)
 
 
 # -- the toy: qwen3_toy ----------------------------------------------------------------------------

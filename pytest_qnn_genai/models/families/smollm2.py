@@ -27,8 +27,6 @@ Hazard: the Meta checkpoint is written per legacy build into its work folder (fp
 from __future__ import annotations
 
 import hashlib
-import os
-import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -37,6 +35,7 @@ import torch
 from pytest_qnn_genai.models import layouts
 from pytest_qnn_genai.models.families import LegacyInputs
 from pytest_qnn_genai.models.families.qwen3 import ChatTokenizer
+from pytest_qnn_genai.models.hub import offline_hub
 
 if TYPE_CHECKING:
     from transformers import LlamaForCausalLM
@@ -131,13 +130,6 @@ def reference_model(case: CaseFiles,
     return model
 
 
-def _place(src: Path, dst: Path) -> None:
-    try:
-        os.link(src, dst)
-    except OSError:  # another file system: a copy
-        shutil.copyfile(src, dst)
-
-
 def legacy_inputs(case: CaseFiles, work_dir: Path) -> LegacyInputs:
     """The case's Hugging Face files as an offline hub cache of ``repo_id`` (the revision a
     digest of their names and sizes: the import's folder is content-addressed already),
@@ -148,18 +140,8 @@ def legacy_inputs(case: CaseFiles, work_dir: Path) -> LegacyInputs:
     digest = hashlib.sha1()
     for name, path in sorted(files.items()):
         digest.update(f"{name}\0{path.resolve()}\0{path.stat().st_size}\n".encode())
-    revision = digest.hexdigest()
-    home = Path(work_dir) / "hf-home"
-    repo = home / "hub" / ("models--" + REPO_IDS[case.decoder_model].replace("/", "--"))
-    snapshot = repo / "snapshots" / revision
-    shutil.rmtree(home, ignore_errors=True)
-    snapshot.mkdir(parents=True)
-    for name, path in files.items():
-        _place(path, snapshot / name)
-    (repo / "refs").mkdir()
-    (repo / "refs" / "main").write_text(revision)
+    env = offline_hub(files, REPO_IDS[case.decoder_model], digest.hexdigest(), work_dir)
     checkpoint = Path(work_dir) / META_CHECKPOINT
     torch.save(load_checkpoint(case), checkpoint)
     return LegacyInputs(("--checkpoint", str(checkpoint), "--params", str(case.path("params"))),
-                        {"HF_HOME": str(home), "HF_HUB_CACHE": str(home / "hub"),
-                         "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"})
+                        env)
