@@ -1,10 +1,10 @@
 """The version-set preflight: the QNN libraries pushed to a device are one QAIRT build, and that
 build can load the context binaries of the programs run on it.
 
-Every QAIRT library carries its build id as text: ``v2.51.0.260929181845`` in the x86 libraries of
+Every QAIRT library carries its build id as text: ``v2.47.0.260601114230`` in the x86 libraries of
 the onnxruntime-qnn wheel (``libQnnHtp.so``, ``libHtpPrepare.so``), ``v2.28.2.241116104011_103376``
 in an Android SDK's Stub and Skel (what the HTP stub prints when they differ); ``libQnnSystem.so``
-carries only the build stamp (``\\0260929181845\\0``). The stamp (``yymmddHHMMSS``) names the build;
+carries only the build stamp (``260601114230\\0``). The stamp (``yymmddHHMMSS``) names the build;
 the context binary of a ``.pte`` reports its own build id through QNN's system library
 (:mod:`pytest_qnn_genai.sdk.context_binary`).
 
@@ -30,7 +30,9 @@ _QNN_NAME = re.compile(r"^lib(QnnHtp|QnnHtpReal|QnnHtpV\d+Stub|QnnHtpV\d+Skel|Qn
                        r"HtpPrepare|QnnSystem)\.so$")
 _ADAPTER, _ADAPTED = "libQnnHtp.so", "libQnnHtpReal.so"
 _VERSIONED = re.compile(rb"v(\d+)\.(\d+)\.(\d+)\.(\d{12})(?:_(\d+))?")
-_BARE = re.compile(rb"(?<=\x00)(\d{12})(?=\x00)")
+# a stamp alone ends a string; what comes before it differs (NUL in QAIRT 2.51's libQnnSystem.so,
+# other bytes in 2.47's), so only a digit before it is excluded
+_BARE = re.compile(rb"(?<![0-9])(\d{12})(?=\x00)")
 
 
 class LibraryBuildError(ValueError):

@@ -51,8 +51,9 @@ def find_wheel_libs() -> WheelLibs:
     spec = importlib.util.find_spec("onnxruntime_qnn")
     if spec is None or not spec.submodule_search_locations:
         raise EmulatorSdkError(
-            "onnxruntime-qnn is not installed: `pip install onnxruntime-qnn==2.7.0` provides the "
-            "x86 QNN libraries, or pass --qnn-sdk / set QNN_SDK_ROOT to a QNN SDK")
+            "onnxruntime-qnn is not installed: `pip install onnxruntime-qnn=="
+            f"{adapter.DEFAULT.wheel}` provides the x86 QNN libraries, or pass --qnn-sdk / set "
+            "QNN_SDK_ROOT to a QNN SDK")
     pkg = Path(list(spec.submodule_search_locations)[0])
     info = (pkg / "build_and_package_info.py").read_text()
     qnn = re.search(r"qnn_version\s*=\s*'([^']+)'", info)

@@ -109,7 +109,7 @@ def test_an_x86_run_pushes_the_simulator_and_what_the_runner_needs(
     assert {"libQnnHtp.so", "libQnnSystem.so", "libHtpPrepare.so", "libQnnHtpReal.so"} <= qnn
     assert any(n.startswith("libc++-") for n in qnn)  # what the QAIRT libraries need
     assert {p.name for p in libs.runner} == {"libexecutorch_backend_qnn.so", "libexecutorch.so"}
-    assert library_set(libs.qnn).version == (2, 51, 0)
+    assert library_set(libs.qnn).version == (2, 47, 0)  # the pinned wheel's QAIRT
     (folder / "libexecutorch.so").unlink()  # needed by the backend library, not by the runner
     with pytest.raises(LibraryError, match="libexecutorch_backend_qnn.so needs libexecutorch.so"):
         device_libraries([runner], emulator_sdk_root, SM8650)

@@ -20,8 +20,8 @@ from pytest_qnn_genai.devices.library_builds import (
 from pytest_qnn_genai.devices.session import DeviceSession
 from pytest_qnn_genai.devices.setup import DeviceSetupError, check_qairt, preflight
 
-BUILD = "v2.51.0.260929181845"  # what the wheel's QAIRT 2.51 libraries carry
-STAMP = "260929181845"
+BUILD = "v2.47.0.260601114230"  # what the pinned wheel's QAIRT 2.47 libraries carry
+STAMP = "260601114230"
 X86_SET = ("libQnnHtp.so", "libQnnHtpReal.so", "libHtpPrepare.so", "libQnnSystem.so")
 
 
@@ -46,8 +46,8 @@ def rebuild(path: Path, old: str, new: str) -> Path:
 
 
 def test_what_the_real_libraries_carry(qnn_libs: Path) -> None:
-    assert read_build(qnn_libs / "libQnnHtpReal.so") == Build((2, 51, 0), STAMP, BUILD)
-    assert read_build(qnn_libs / "libHtpPrepare.so") == Build((2, 51, 0), STAMP, BUILD)
+    assert read_build(qnn_libs / "libQnnHtpReal.so") == Build((2, 47, 0), STAMP, BUILD)
+    assert read_build(qnn_libs / "libHtpPrepare.so") == Build((2, 47, 0), STAMP, BUILD)
     assert read_build(qnn_libs / "libQnnSystem.so") == Build(None, STAMP, STAMP)  # stamp only
     assert read_build(qnn_libs / "libQnnHtp.so") == "no QAIRT build id in it"  # the adapter
 
@@ -56,10 +56,10 @@ def test_the_real_set_is_one_build_and_passes_without_a_warning(qnn_libs: Path) 
     found = library_set(sorted(qnn_libs.iterdir()))
     assert {p.name for p, _ in found.builds} == {"libQnnHtpReal.so", "libHtpPrepare.so",
                                                  "libQnnSystem.so"}  # the adapter is not QAIRT's
-    assert found.unreadable == () and found.stamps == {STAMP} and found.version == (2, 51, 0)
+    assert found.unreadable == () and found.stamps == {STAMP} and found.version == (2, 47, 0)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        check_qairt(preflight(sorted(qnn_libs.iterdir()), "--qnn-sdk"), "2.51.0", "--qnn-sdk")
+        check_qairt(preflight(sorted(qnn_libs.iterdir()), "--qnn-sdk"), "2.47.0", "--qnn-sdk")
 
 
 def test_a_system_library_of_another_build_fails_naming_each_build(qnn_libs: Path) -> None:
@@ -93,20 +93,20 @@ def test_an_unreadable_library_is_one_warning_line_naming_it(qnn_libs: Path) -> 
     [line] = [str(w.message) for w in caught]
     assert line == (f"QNN library {qnn_libs / 'libQnnSystem.so'}: build id not read (no QAIRT "
                     "build id in it); its build was not compared with the other libraries'")
-    assert found.version == (2, 51, 0)  # the others are still compared
+    assert found.version == (2, 47, 0)  # the others are still compared
 
 
 def test_libraries_older_than_the_building_qairt_fail(qnn_libs: Path) -> None:
     for name in ("libQnnHtpReal.so", "libHtpPrepare.so"):
-        rebuild(qnn_libs / name, BUILD, "v2.49.0.260929181845")
-    with pytest.raises(DeviceSetupError, match="are QAIRT 2.49.0, older than QAIRT 2.51.0"):
-        check_qairt(preflight(sorted(qnn_libs.iterdir()), "--qnn-sdk"), "2.51.0", "--qnn-sdk")
+        rebuild(qnn_libs / name, BUILD, "v2.45.0.260601114230")
+    with pytest.raises(DeviceSetupError, match="are QAIRT 2.45.0, older than QAIRT 2.47.0"):
+        check_qairt(preflight(sorted(qnn_libs.iterdir()), "--qnn-sdk"), "2.47.0", "--qnn-sdk")
 
 
 def test_a_context_binary_newer_than_the_libraries_fails(qnn_libs: Path) -> None:
     found = library_set(sorted(qnn_libs.iterdir()))
     assert found.check_binary(Build.parse(BUILD) or "", "m.pte", "--qnn-sdk") == []
-    older = Build.parse("v2.47.0.250101120000")
+    older = Build.parse("v2.46.0.250101120000")
     assert older is not None and found.check_binary(older, "m.pte", "--qnn-sdk") == []
     newer = Build.parse("v2.52.0.261101120000")
     assert newer is not None

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import pytest
 
+from pytest_qnn_genai.sdk import adapter
+
 pytestmark = pytest.mark.usefixtures("qnn_env")
 
 TARGET_TEST = """
@@ -103,8 +105,9 @@ def test_header_names_the_whole_stack(pytester: pytest.Pytester, qnn_env) -> Non
     header = [line for line in result.outlines if line.startswith("qnn-genai:")]
     assert len(header) == 1
     line = header[0]
-    for part in ("soc=SM8750", "backend=htp", "device=R5CX1234", "qairt=2.51.0 (emulator sdk)",
-                 "executorch=1.5.1", "torch=2.13.0", f"cache={qnn_env}"):
+    for part in ("soc=SM8750", "backend=htp", "device=R5CX1234",
+                 f"qairt={adapter.DEFAULT.qairt} (emulator sdk)", "executorch=1.5.1",
+                 "torch=2.13.0", f"cache={qnn_env}"):
         assert part in line
 
 

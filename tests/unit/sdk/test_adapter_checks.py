@@ -255,7 +255,7 @@ def test_unknown_qairt_is_one_line_naming_qnn_sdk(qairt: str) -> None:
         adapter.require_known_good(qairt, "9.9.9")
     text = str(err.value)
     assert "\n" not in text and "--qnn-sdk" in text and f"QAIRT {qairt}" in text
-    assert "onnxruntime-qnn==2.7.0" in text
+    assert f"onnxruntime-qnn=={adapter.DEFAULT.wheel}" in text  # the pinned one
     if qairt in adapter.KNOWN_BAD:
         assert "known not to work" in text
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_qnn_genai.sdk import SdkError, emulator, resolve_sdk
+from pytest_qnn_genai.sdk import SdkError, adapter, emulator, resolve_sdk
 
 
 def _counting_compiler(tmp_path: Path, fail: bool = False) -> tuple[str, Path]:
@@ -26,7 +26,7 @@ def test_provision_lays_out_the_sdk_once(tmp_path: Path) -> None:
     lib = root / "lib" / "x86_64-linux-clang"
     for name in ("libQnnHtp.so", "libQnnHtpReal.so", "libQnnSystem.so", "libHtpPrepare.so"):
         assert (lib / name).is_file(), name
-    assert emulator.manifest(root)["qairt_version"] == "2.51.0"
+    assert emulator.manifest(root)["qairt_version"] == adapter.DEFAULT.qairt  # the pinned wheel
     # the adapter exports the QNN entry point and loads with the real library next to it
     assert b"QnnInterface_getProviders" in (lib / "libQnnHtp.so").read_bytes()
     assert log.read_text().count("call") == 1
