@@ -45,7 +45,7 @@ def _committed(label: str) -> set[str]:
 def test_each_build_label_has_its_own_snapshot_folder() -> None:
     """A run opens only the folders of the builds it makes and must assert every snapshot in
     them: a phone snapshot beside the emulator's would be unused in every run without a phone,
-    which fails the session (``tests/integration/golden/test_unused_snapshots.py``)."""
+    which fails the session (``tests/unit/golden/test_unused_snapshots.py``)."""
     emulator, phone = Target(SM8650, "htp", EMULATOR), Target(SM8650, "htp", "R5CX1234ABC")
     assert snapshot_folder(Path("/g"), emulator, emulator) == Path("/g/snapshots/SM8650-htp-emulator")
     assert snapshot_folder(Path("/g"), phone, phone) == Path("/g/snapshots/SM8650-htp-phone")
