@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from pytest_qnn_genai import progress
-from pytest_qnn_genai.plugin import marks, options, summary, updates
+from pytest_qnn_genai.plugin import accepted, marks, options, summary, updates
 from pytest_qnn_genai.plugin.accepted import *  # noqa: F403 (the qnn_accepted fixture)
 from pytest_qnn_genai.plugin.fixtures import *  # noqa: F403 (fixtures are registered from here)
 from pytest_qnn_genai.plugin.session import PAYLOAD, SESSION, QnnSession
@@ -37,6 +37,8 @@ def pytest_configure(config: pytest.Config) -> None:
     if not (config.option.help or config.option.version):
         config.stash[SESSION] = QnnSession(config)
         updates.refuse_in_ci(config, config.stash[SESSION].settings, os.environ)
+        if config.stash[SESSION].settings.update_golden:  # the tree as it was before any write
+            accepted.provenance(config)
 
 
 def pytest_report_header(config: pytest.Config) -> str | None:

@@ -35,9 +35,19 @@ if TYPE_CHECKING:
 __all__ = ["qnn_accepted"]
 
 
+_PROVENANCE = pytest.StashKey[record.Provenance]()
+
+
 def provenance(config: pytest.Config) -> record.Provenance:
     """This run's commit (``+dirty`` when the tree has changes) and command line (the xdist
-    controller's, on a worker)."""
+    controller's, on a worker). Read once a process: the run's own first write to a record makes
+    the tree dirty, and every later figure of the same run would otherwise say ``+dirty``."""
+    if _PROVENANCE not in config.stash:
+        config.stash[_PROVENANCE] = _read_provenance(config)
+    return config.stash[_PROVENANCE]
+
+
+def _read_provenance(config: pytest.Config) -> record.Provenance:
     from pytest_qnn_genai.report.fingerprint import git_state
 
     state = git_state(config.rootpath)
