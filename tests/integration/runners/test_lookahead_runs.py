@@ -74,12 +74,14 @@ def test_flags_other_than_the_builds_are_refused_and_upstream_aborts_on_them(
         pte = builds["hybrid" if flags == (4, 3, 4) else VARIANT]  # last: a hybrid program
         with pytest.raises(RunnerRequestError, match=why):
             _generate(x86_runner_session, case, pte, case.max_new_tokens, version, flags)
-    # what the refusal spares: upstream's runner given 24 rows for its 16 asserts and aborts
+    # what the refusal spares: upstream's runner given 24 rows for its 16 aborts, at its own check
+    # of the attention map or (QAIRT 2.47's libraries beside it) on the heap it overran first
     session = x86_runner_session
     ws = session.session_workspace
     remote_pte = ws.push_artifact(builds[VARIANT], "lookahead-mismatch")
     remote_tok = ws.push_artifact(case.path("tokenizer_bin"), "lookahead-mismatch-tok")
-    with pytest.raises(RunnerFailedError, match=r"exited 134 \(abort\).*attention_map \(24\)"):
+    aborted = r"(?s)exited 134 \(abort\).*(attention_map \(24\)|malloc\(\)|free\(\))"
+    with pytest.raises(RunnerFailedError, match=aborted):
         ws.run_llama_runner(session.runner, remote_pte, remote_tok, case.eval_prompt, 60, 300,
                             session.local_dir / "mismatch", eval_mode=2,
                             extra_args=["--window", "4", "--ngram", "4", "--gcap", "4"])
