@@ -59,7 +59,7 @@ def refusal_reason(lines: Iterable[str]) -> str | None:
             found = pattern.search(line)
             if found:
                 return found.group(0)
-    return "graph prepare failed"  # not reached while PREPARE_FAILED's lines match REASONS
+    return "graph prepare failed"  # QNN said only that (e.g. "RouterX86 graph prepare failed 12")
 
 
 class _Fd2Tap:
