@@ -56,29 +56,32 @@ def qdq_keeps_fp32(fp32: np.ndarray, qdq: np.ndarray, min_sqnr_db: float,
 
 
 def logits_follow_qdq(qdq: np.ndarray, logits: np.ndarray, min_row_cosine: float,
-                      min_sqnr_db: float, what: str = "target", rows: str = "step") -> list[Check]:
+                      min_sqnr_db: float, what: str = "target", rows: str = "step",
+                      sources: tuple[str, str] = ("", "")) -> list[Check]:
     """``what``'s logits against the QDQ graph's, row by row (``rows``: a decode step, a prompt
     position): the smallest row cosine and the SQNR (figures ``{what}_min_row_cosine``,
-    ``{what}_sqnr_db``)."""
+    ``{what}_sqnr_db``; ``sources``: whose floors they are)."""
     cos = numerics.rowwise_cosine(qdq, logits)
     return [Check(f"{what} vs QDQ per-{rows} cosine (min of {len(cos)})", "QDQ graph",
                   round(float(cos.min()), 6), ok=float(cos.min()) >= min_row_cosine,
                   detail=f"per {rows}: {np.round(cos, 4).tolist()}",
-                  judge=f"≥ {min_row_cosine:g}", name=f"{what}_min_row_cosine",
-                  bound=min_row_cosine, rule=figures.AT_LEAST, better=figures.HIGHER),
+                  judge=f"≥ {min_row_cosine:g}{_source(sources[0])}",
+                  name=f"{what}_min_row_cosine", bound=min_row_cosine, rule=figures.AT_LEAST,
+                  better=figures.HIGHER),
             _sqnr(f"{what}_sqnr_db", f"{what} vs QDQ logits SQNR dB", "QDQ graph",
-                  numerics.sqnr_db(qdq, logits), min_sqnr_db)]
+                  numerics.sqnr_db(qdq, logits), min_sqnr_db, sources[1])]
 
 
 def target_runs_qdq(qdq: np.ndarray, logits: np.ndarray, tokens: Sequence[int],
-                    min_row_cosine: float, min_sqnr_db: float) -> list[Check]:
+                    min_row_cosine: float, min_sqnr_db: float,
+                    sources: tuple[str, str] = ("", "")) -> list[Check]:
     """The target's logits against the QDQ graph's, teacher-forced on the target's tokens: the
     smallest per-step cosine, the SQNR, and the target's tokens = the QDQ graph's greedy path."""
     greedy = [int(t) for t in np.argmax(qdq, axis=1)]
     first = next((i for i, (a, b) in enumerate(zip(greedy, tokens)) if a != b),
                  min(len(greedy), len(tokens)))
     same = greedy == list(tokens)
-    return [*logits_follow_qdq(qdq, logits, min_row_cosine, min_sqnr_db),
+    return [*logits_follow_qdq(qdq, logits, min_row_cosine, min_sqnr_db, sources=sources),
             Check("target tokens = QDQ greedy path", f"{len(greedy)} steps", f"{len(tokens)} tokens",
                   "identical" if same else f"first differs at step {first}", ok=same,
                   judge="identical", name="target_tokens_are_qdq_greedy", rule=figures.EQUAL,

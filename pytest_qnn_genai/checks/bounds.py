@@ -27,6 +27,10 @@ DEFAULTS: dict[str, float] = {
     "min_qdq_sqnr_db": 15.0,
     "min_qdq_greedy_agreement": 0.9,
     "max_target_perplexity_ratio": 1.25,
+    # The HTP simulator runs the QDQ graph's fixed-point math: the toys measure a per-step cosine
+    # >= 0.9997 and 34-42 dB against the CPU QDQ graph, greedy tokens identical.
+    "min_target_sqnr_db": 30.0,
+    "min_target_row_cosine": 0.995,
 }
 # The .pte ceiling of a case that declares none: this many times its checkpoint's bytes. A 16a4w
 # program holds its weights in about an eighth of their fp32 bytes, twice (prefill and decode
@@ -64,6 +68,15 @@ def bound(case: ModelCase, name: str, *, phase: str | None = None,
     if value is None:
         raise KeyError(f"gate spec field {name}{'.' + phase if phase else ''} has no default")
     return Bound(float(value), DEFAULT_SOURCE)
+
+
+def target_reference_sqnr(case: ModelCase) -> Bound:
+    """The target vs transformers SQNR floor: the case's ``min_target_reference_sqnr_db``, else
+    the floor QDQ is held to against fp32 (the target keeps the model as well as QDQ must)."""
+    declared = case.gate.min_target_reference_sqnr_db
+    if declared is not None:
+        return Bound(float(declared), f"{case.name} spec")
+    return bound(case, "min_qdq_sqnr_db")
 
 
 def pte_bytes(case: ModelCase) -> Bound:

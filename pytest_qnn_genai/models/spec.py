@@ -66,19 +66,29 @@ class GateSpec:
     max_pte_bytes: int | None = None
     max_perplexity: dict[str, float] = field(default_factory=dict)  # phase -> word perplexity
     max_target_perplexity_ratio: float | None = None  # target / fp32 word perplexity
+    min_target_sqnr_db: float | None = None  # target vs QDQ logits on the target's tokens
+    min_target_row_cosine: float | None = None  # its smallest per-step cosine
+    min_target_reference_sqnr_db: float | None = None  # target vs transformers (else min_qdq's)
     parity: dict[str, ParityTolerance] = field(default_factory=dict)  # "legacy:new" -> tolerance
     notes: str = ""  # where the numbers come from (measured how, whose bound)
 
 
 # field -> what it bounds (the unit test holds every GateSpec field to a line here)
 FIELDS = {
-    "min_qdq_sqnr_db": "QDQ vs fp32 logits SQNR floor, dB (also the target vs transformers floor)",
+    "min_qdq_sqnr_db": "QDQ vs fp32 logits SQNR floor, dB (also the target vs transformers floor, "
+                       "unless min_target_reference_sqnr_db is declared)",
     "min_qdq_greedy_agreement": "QDQ vs fp32 teacher-forced greedy agreement floor, 0..1 (also "
                                 "the target vs transformers floor)",
     "max_pte_bytes": ".pte size ceiling, bytes",
     "max_perplexity": "word perplexity ceilings on the held-out split, per phase: "
                       "{\"fp32\": .., \"qdq\": .., \"target\": ..}",
     "max_target_perplexity_ratio": "ceiling of the target's word perplexity / fp32's",
+    "min_target_sqnr_db": "target vs QDQ logits SQNR floor, dB (teacher-forced on the target's "
+                          "tokens)",
+    "min_target_row_cosine": "floor of the smallest per-step cosine of the target's logits "
+                             "against the QDQ graph's, 0..1",
+    "min_target_reference_sqnr_db": "target vs transformers' fp32 logits SQNR floor, dB, on the "
+                                    "target's tokens (default: the case's min_qdq_sqnr_db)",
     "parity": "per pair of builds (\"legacy:new\"), a tolerance instead of identity: "
               "{\"reason\": .., \"max_encoding_steps\": .., \"min_logits_sqnr_db\": .., "
               "\"min_row_cosine\": ..}",
@@ -170,6 +180,9 @@ def parse(data: object) -> GateSpec:
         max_pte_bytes=None if pte is None else int(_number("max_pte_bytes", pte, integer=True)),
         max_perplexity=_perplexity(data),
         max_target_perplexity_ratio=_optional(data, "max_target_perplexity_ratio"),
+        min_target_sqnr_db=_optional(data, "min_target_sqnr_db"),
+        min_target_row_cosine=_optional(data, "min_target_row_cosine", at_most=1.0),
+        min_target_reference_sqnr_db=_optional(data, "min_target_reference_sqnr_db"),
         parity=_parity(data), notes=notes)
 
 

@@ -30,11 +30,8 @@ from pytest_qnn_genai.runtime.pte_info import inspect_pte
 from pytest_qnn_genai.runtime.tokenizer import decode_continuation, load_tokenizer
 from pytest_qnn_genai.sdk.context_binary import check_target, describe_pte
 
-# The HTP simulator runs the QDQ graph's fixed-point math: measured per-step cosine >= 0.9997 and
-# 41.6 dB SQNR against the CPU QDQ graph, greedy tokens identical. (A case's own floors and
-# ceilings, QDQ vs fp32 and the .pte size, come from its gate spec: checks/bounds.py.)
-MIN_TARGET_ROW_COSINE = 0.995
-MIN_TARGET_SQNR_DB = 30.0
+# A case's floors and ceilings (QDQ vs fp32, target vs QDQ, the .pte size) come from its gate
+# spec, else the defaults: checks/bounds.py.
 KV_IO_DTYPES = {8: "uint8", 16: "uint16"}  # kv_io_bit_width -> the KV cache IO tensors' dtype
 
 EXPECTED_CONSTANTS = {"get_max_seq_len": "max_seq_len", "get_max_context_len": "max_context_len",
@@ -95,11 +92,14 @@ def test_pte_program(qnn_pipeline, qnn_pte, qnn_qdq, qnn_case, qnn_target, qnn_r
     qnn_accepted.hold([size], program=qnn_pipeline.pte_entry(qnn_case, qnn_target))
 
 
-def test_target_runs_the_qdq_graph(qnn_run, qdq_on_run_tokens, qnn_record, qnn_accepted) -> None:
+def test_target_runs_the_qdq_graph(qnn_run, qdq_on_run_tokens, qnn_case, qnn_record,
+                                   qnn_accepted) -> None:
     run, qdq = qnn_run, qdq_on_run_tokens
     assert run.logits is not None and run.logits.shape == qdq.shape
-    checks = agreement.target_runs_qdq(qdq, run.logits, run.tokens, MIN_TARGET_ROW_COSINE,
-                                       MIN_TARGET_SQNR_DB)
+    cosine = bounds.bound(qnn_case, "min_target_row_cosine")
+    sqnr = bounds.bound(qnn_case, "min_target_sqnr_db")
+    checks = agreement.target_runs_qdq(qdq, run.logits, run.tokens, cosine.value, sqnr.value,
+                                       (cosine.source, sqnr.source))
     qnn_record("gate", checks)
     assert all(c.ok for c in checks), parity.failures(checks)
     qnn_accepted.hold(checks)

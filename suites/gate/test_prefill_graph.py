@@ -12,15 +12,12 @@ from __future__ import annotations
 
 import torch
 
-from pytest_qnn_genai.checks import agreement, parity
+from pytest_qnn_genai.checks import agreement, bounds, parity
 from pytest_qnn_genai.devices.runner_output import LogitsQuant, dequantize
 from pytest_qnn_genai.hybrid import PREFILL
 from pytest_qnn_genai.runtime.prefill import first_chunk_inputs
 from pytest_qnn_genai.runtime.pte_info import inspect_pte
 from pytest_qnn_genai.runtime.tokenizer import encode, load_tokenizer
-
-MIN_ROW_COSINE = 0.995  # test_gate.MIN_TARGET_ROW_COSINE: the target runs the QDQ graph's math
-MIN_SQNR_DB = 30.0
 
 
 def test_prefill_graph_runs_the_qdq_graph_on_the_target(qnn_pipeline, qnn_case, qnn_target,
@@ -41,7 +38,9 @@ def test_prefill_graph_runs_the_qdq_graph_on_the_target(qnn_pipeline, qnn_case, 
     # row's own next token does not change the row)
     qdq = qnn_pipeline.qdq_logits(qnn_case, qnn_target, ids[:1], ids[1:] + [0])
     assert qdq.shape == target.shape
-    checks = agreement.logits_follow_qdq(qdq, target, MIN_ROW_COSINE, MIN_SQNR_DB,
-                                         what="prefill", rows="position")
+    cosine = bounds.bound(qnn_case, "min_target_row_cosine")  # the target runs the QDQ graph
+    sqnr = bounds.bound(qnn_case, "min_target_sqnr_db")
+    checks = agreement.logits_follow_qdq(qdq, target, cosine.value, sqnr.value, what="prefill",
+                                         rows="position", sources=(cosine.source, sqnr.source))
     qnn_record("gate", checks)
     assert all(c.ok for c in checks), parity.failures(checks)

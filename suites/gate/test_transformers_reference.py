@@ -40,9 +40,10 @@ def test_fp32_reference_is_transformers(fp32_reference, transformers_logits, qnn
 def test_target_keeps_the_transformers_model(qnn_run, qnn_case, transformers_logits,
                                             qnn_record, qnn_accepted) -> None:
     """The target keeps the transformers model as well as the gate asks QDQ to keep fp32 (the
-    case's QDQ floors: its spec or the default)."""
+    case's QDQ floors: its spec or the default), or as its spec's own SQNR floor for the target
+    says (``min_target_reference_sqnr_db``)."""
     got = numerics.accuracy_vs_reference(qnn_run, transformers_logits)
-    sqnr = bounds.bound(qnn_case, "min_qdq_sqnr_db")
+    sqnr = bounds.target_reference_sqnr(qnn_case)
     greedy = bounds.bound(qnn_case, "min_qdq_greedy_agreement")
     checks = agreement.keeps_reference(got, "transformers", sqnr.value, greedy.value,
                                        "target_vs_transformers", (sqnr.source, greedy.source))

@@ -174,7 +174,7 @@ def test_the_runners_chat_prompt_is_held_to_transformers_template(imported: Path
     assert hf.decode(got["hf_chat_ids"]).startswith("<|im_start|>system\nYou are a helpful AI")
 
 
-def test_transformers_fp32_answers_the_eval_prompt_as_the_golden_says(imported: Path) -> None:
+def test_transformers_fp32_answers_the_chat_prompt_as_the_golden_says(imported: Path) -> None:
     import torch
     from transformers import AutoTokenizer
 

@@ -100,6 +100,8 @@ def test_logits_follow_qdq_names_its_rows() -> None:
     broken = FP32.copy()
     broken[7] = -broken[7]  # one prompt position's logits wrong: the min row cosine sees it
     assert _verdicts(agreement.logits_follow_qdq(FP32, broken, 0.995, 30.0))[0] == "fail"
+    named = agreement.target_runs_qdq(FP32, FP32, TOKENS, 0.93, 16.0, ("x spec", "default floor"))
+    assert [c.judge for c in named[:2]] == ["≥ 0.93 (x spec)", "≥ 16 dB (default floor)"]
 
 
 def test_ab_accuracy_holds_b_to_as_within_the_bounds() -> None:

@@ -112,6 +112,13 @@ def test_bounds_come_from_the_spec_else_the_defaults() -> None:
     assert bounds.pte_bytes(bare) == bounds.Bound(2 * size, "default floor")
     with pytest.raises(KeyError, match="no default"):
         bounds.bound(bare, "max_perplexity", phase="qdq")
+    assert bounds.bound(bare, "min_target_sqnr_db") == bounds.Bound(30.0, "default floor")
+    assert bounds.bound(bare, "min_target_row_cosine") == bounds.Bound(0.995, "default floor")
+    # the target vs transformers floor: its own when declared, else the QDQ floor, whoever's
+    assert bounds.target_reference_sqnr(bare) == bounds.Bound(15.0, "default floor")
+    assert bounds.target_reference_sqnr(declared) == bounds.Bound(18.0, "stories260k spec")
+    own = replace(case, gate=spec.GateSpec(min_qdq_sqnr_db=18.0, min_target_reference_sqnr_db=12.0))
+    assert bounds.target_reference_sqnr(own) == bounds.Bound(12.0, "stories260k spec")
 
 
 def test_parity_rows_fail_when_the_new_program_scores_worse() -> None:

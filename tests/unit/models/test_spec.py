@@ -20,6 +20,10 @@ def test_every_field_is_documented_and_parsed() -> None:
                          "max_target_perplexity_ratio": 1.1, "notes": "measured"})
     assert parsed == spec.GateSpec(15.0, 0.9, 2_020_000, {"qdq": 3.5}, 1.1, notes="measured")
     assert spec.parse({}) == spec.GateSpec()
+    target = spec.parse({"min_target_sqnr_db": 16, "min_target_row_cosine": 0.93,
+                         "min_target_reference_sqnr_db": 11})
+    assert (target.min_target_sqnr_db, target.min_target_row_cosine,
+            target.min_target_reference_sqnr_db) == (16.0, 0.93, 11.0)
     assert spec.to_json(parsed)["max_perplexity"] == {"qdq": 3.5}
     assert spec.to_json(spec.GateSpec()) == {}
 
@@ -37,6 +41,8 @@ def test_every_field_is_documented_and_parsed() -> None:
     ({"max_perplexity": {"device": 3}}, "gate.max_perplexity.device is no phase"),
     ({"max_perplexity": {"qdq": float("nan")}}, "gate.max_perplexity.qdq must be a positive"),
     ({"notes": 3}, "gate.notes must be text"),
+    ({"min_target_row_cosine": 1.01}, "gate.min_target_row_cosine must be a positive number ≤ 1"),
+    ({"min_target_sqnr_db": 0}, "gate.min_target_sqnr_db must be a positive number, got 0"),
     ({"parity": []}, "gate.parity must be an object"),
     ({"parity": {"legacy-new": {}}}, "gate.parity.legacy-new: a pair is two of"),
     ({"parity": {"legacy:new": {"max_encoding_steps": 1}}}, "gate.parity.legacy:new.reason is "
