@@ -6,7 +6,11 @@
 subprocess of their own (importing the llama package is slow and pulls in lm_eval).
 
 Every subprocess runs in its own process group with a deadline: on timeout the whole group is
-killed (SIGTERM, then SIGKILL), so a hung QNN compile never outlives the test session.
+killed (SIGTERM, then SIGKILL), so a hung QNN compile never outlives the test session. Its leader
+also dies with the process that started it (``PR_SET_PDEATHSIG``, set by a launcher before it
+execs the command): a pytest ended by a signal Python does not turn into an exception (SIGTERM
+from CI, SIGKILL) runs no ``except`` block, and a build left running would hold the cache's lock
+and gigabytes of memory with nobody to wait for it.
 """
 from __future__ import annotations
 
@@ -31,6 +35,11 @@ PROBE_TIMEOUT_S = 300.0
 LOG_TAIL_LINES = 25
 KILL_GRACE_S = 5.0
 _PROBE_MARK = "@@pytest-qnn-genai-parser@@"
+# argv: the parent's pid, then the command. PR_SET_PDEATHSIG (1) survives exec; a parent that died
+# before it was set is seen as a changed parent pid.
+_DIE_WITH_PARENT = ("import ctypes, os, sys; ctypes.CDLL(None).prctl(1, 9); "
+                    "os.getppid() == int(sys.argv[1]) or os._exit(137); "
+                    "os.execvp(sys.argv[2], sys.argv[2:])")
 _PKG_PARENT = str(Path(pytest_qnn_genai.__file__).resolve().parent.parent)
 
 PRELUDE = f"""\
@@ -150,10 +159,12 @@ def _kill_group(proc: subprocess.Popen[bytes]) -> None:
 
 def run_logged(argv: list[str], env: dict[str, str], cwd: Path, log: Path,
                 timeout_s: float, what: str, limit_s: float | None = None) -> Finished:
-    """Run ``argv`` in its own process group, output to ``log``; kill the group on timeout."""
+    """Run ``argv`` in its own process group, output to ``log``; kill the group on timeout, and
+    its leader when this process dies."""
     start = time.monotonic()
+    launch = [sys.executable, "-c", _DIE_WITH_PARENT, str(os.getpid()), *argv]
     with open(log, "wb") as out:
-        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+        proc = subprocess.Popen(launch, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 env=env, cwd=cwd, start_new_session=True)
     try:
         while not _exited(proc.pid):
