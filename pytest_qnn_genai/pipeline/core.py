@@ -18,7 +18,7 @@ from pytest_qnn_genai.flows import registry as flows
 from pytest_qnn_genai.flows.base import BuildRequest, Flow, FlowArtifacts
 from pytest_qnn_genai.hybrid import CALIBRATION
 from pytest_qnn_genai.models.registry import ModelCase
-from pytest_qnn_genai.pipeline import products
+from pytest_qnn_genai.pipeline import outputs, products
 from pytest_qnn_genai.pipeline.products import Build, Need
 from pytest_qnn_genai.runtime.result import RunResult
 from pytest_qnn_genai.stages.reference import Reference
@@ -134,12 +134,13 @@ class Pipeline:
         return PteArtifacts.load(self.pte_entry(case, target).path)
 
     def run(self, case: ModelCase, target: Target, prompt: str | None = None,
-            max_new_tokens: int | None = None, logits: bool = False) -> RunResult:
-        """Stage run: greedy generation with the target's .pte (never cached: it is the test).
-        ``logits``: a phone also runs kv mode for them (the emulator always has them)."""
+            max_new_tokens: int | None = None, logits: bool = False,
+            judged: bool = False) -> RunResult:
+        """Stage run: greedy generation with the target's .pte. ``logits``: a phone also runs kv
+        mode for them (the emulator always has them); ``judged``: see :meth:`run_pte`."""
         entry = self.pte_entry(case, target)
         return self.run_pte(case, target, self.pte(case, target).pte, prompt, max_new_tokens,
-                            logits=logits, digest=entry.digest)
+                            logits=logits, digest=entry.digest, judged=judged)
 
     def _device(self, target: Target) -> DeviceSession | None:
         """This worker's session for a phone target (None for the emulator)."""
@@ -152,14 +153,15 @@ class Pipeline:
     def run_pte(self, case: ModelCase, target: Target, pte: Path, prompt: str | None = None,
                 max_new_tokens: int | None = None, *, logits: bool = False,
                 digest: str | None = None, runner_prompt: bool = False,
-                prompt_ids: list[int] | None = None) -> RunResult:
+                prompt_ids: list[int] | None = None, judged: bool = False) -> RunResult:
         """Greedy generation of any hybrid .pte of ``case`` (another flow's build) on ``target``:
         in this process on the emulator, with the runner on a phone (``digest`` names the pushed
         copy; default: the file's sha256). ``runner_prompt``: the runner formats and encodes
         ``prompt`` itself (``--prompt``); only upstream's runners can (not the emulator).
         ``prompt_ids``: the ids to run (upstream's runners), instead of ``prompt`` encoded.
         A lookahead ``case`` (:attr:`ModelCase.is_lookahead`) runs with ``--eval_mode 2`` and
-        its window/ngram/gcap: only upstream's runners decode it."""
+        its window/ngram/gcap: only upstream's runners decode it. ``judged``: only the outputs
+        matter, not the speed: on the emulator a kept product (:mod:`.outputs`)."""
         prompt = prompt if prompt is not None else case.eval_prompt
         n = max_new_tokens or case.max_new_tokens
         version = self.decoder_model_version(case)
@@ -174,6 +176,8 @@ class Pipeline:
                 raise RunStageError(f"{target.id}: {case.name} is a lookahead build; only "
                                     "upstream's qnn_llama_runner decodes it (--eval_mode 2: the "
                                     "x86-runner target or a phone), the host runner decodes AR-1")
+            if judged:
+                return outputs.generation(self, case, target, pte, prompt, n, version)
             return run(pte, case.path("tokenizer_model"), prompt, target, n,
                        decoder_model_version=version)
         return device.generate(pte, case.path("tokenizer_model"), case.path("tokenizer_bin"),
@@ -354,12 +358,11 @@ class Pipeline:
         """The target's logits of every position of ``ids`` fed to ``pte`` as one prompt (row i
         predicts the token after ``ids[i]``): the emulator's prompt processor in this process,
         elsewhere the runner's kv-mode logits dump (its prompt rows and the first generated
-        token's), as llama.py's ``TaskEval`` reads a device's. Never cached: it is the test."""
+        token's), as llama.py's ``TaskEval`` reads a device's. The emulator's are a kept product
+        (:mod:`.outputs`); a device's runs are never kept."""
         device = self._device(target)
         if device is None:
-            from pytest_qnn_genai.runtime.run import prompt_logits
-
-            return prompt_logits(pte, target, ids)
+            return outputs.prompt_logits(self, target, pte, ids, label=case.name)
         run = device.generate(pte, case.path("tokenizer_model"), case.path("tokenizer_bin"),
                               "", 1, target, digest, logits=True,
                               decoder_model_version=self.decoder_model_version(case),

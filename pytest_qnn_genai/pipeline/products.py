@@ -275,6 +275,8 @@ QDQ_ENCODINGS = "qdq-encodings"
 GGUF_IMPORT = "gguf-import"  # a GGUF file -> its Hugging Face folder (a case's files)
 GENAI_QDQ = "genai-qdq"  # upstream genai_pipeline's model preparation and quantization
 QDQ_WINDOW_LOGITS = "qdq-window-logits"  # any QDQ graph on the flows' comparison windows
+TARGET_RUN = "target-run"  # a program's judged generation on the emulator (pipeline/outputs.py)
+TARGET_LOGITS = "target-logits"  # a program's logits of a token sequence on the emulator
 # the token sets of the logits products: the fp32 continuation of the eval prompt, or every
 # held-out window (:func:`pytest_qnn_genai.checks.perplexity.heldout_documents`)
 EVAL = ""
@@ -322,6 +324,10 @@ def _builtin() -> dict[str, Product]:
         Product(QDQ_WINDOW_LOGITS, Per.CASE_TARGET, "",
                 ("pytest_qnn_genai.flows.genai_front", "pytest_qnn_genai.checks.qdq_windows",
                  "pytest_qnn_genai.stages.prepare", *families.module_names())),
+        # what a program gives on the emulator: only the tests that judge it ask (the program,
+        # their inputs and the runtime in the key; the cache's versions carry QAIRT's)
+        Product(TARGET_RUN, Per.CASE_TARGET, "", ("pytest_qnn_genai.runtime.run",)),
+        Product(TARGET_LOGITS, Per.CASE_TARGET, "", ("pytest_qnn_genai.runtime.run",)),
         Product(QDQ_ENCODINGS, Per.CASE_TARGET, _MAKERS + "qdq_encodings",
                 ("pytest_qnn_genai.checks.encodings",),
                 built_from=lambda need: (need.on(product=need.arg, arg=""),)),

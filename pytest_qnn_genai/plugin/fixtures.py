@@ -106,8 +106,9 @@ def qnn_pte(qnn_pipeline: Pipeline, qnn_case: ModelCase, qnn_target: Target) -> 
 @needs("new", products.LLM_CONFIG)
 def qnn_run(qnn_pipeline: Pipeline, qnn_case: ModelCase, qnn_target: Target) -> RunResult:
     """Stage run: greedy generation of the case's eval prompt on the target, with logits (on a
-    phone from a second, kv-mode runner call: the only mode that dumps them)."""
-    return qnn_pipeline.run(qnn_case, qnn_target, logits=True)
+    phone from a second, kv-mode runner call: the only mode that dumps them). Its outputs are
+    judged, never its speed: on the emulator a kept product (``pipeline/outputs.py``)."""
+    return qnn_pipeline.run(qnn_case, qnn_target, logits=True, judged=True)
 
 
 # -- performance gate and report ------------------------------------------------------------

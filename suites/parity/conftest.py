@@ -68,8 +68,9 @@ def new_signature(new_artifacts) -> parity.Signature:
 
 def _run(pipeline, artifacts, case, target) -> RunResult:
     """A flow's own build on the target: the emulator in this process, a phone through its
-    runner (each flow's phone build, pushed by content; logits from the kv-mode run)."""
-    return pipeline.run_pte(case, target, artifacts.pte, logits=True)
+    runner (each flow's phone build, pushed by content; logits from the kv-mode run). Judged
+    for its outputs only: on the emulator a kept product, shared by programs of the same bytes."""
+    return pipeline.run_pte(case, target, artifacts.pte, logits=True, judged=True)
 
 
 @pytest.fixture(scope="session")

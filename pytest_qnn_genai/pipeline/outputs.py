@@ -1,0 +1,117 @@
+"""A program's outputs on the emulator, kept as products: the generation and the logits the gate
+judges, under the digests of the program, its inputs and the runtime that ran it.
+
+Contract. On the emulator target a program's outputs are a function of the program's bytes, its
+inputs and the runtime: executorch and QAIRT's libraries with the ABI adapter (the cache's tool
+versions, in every key) and the host runner's code (the products' code digest).
+``tests/integration/runtime/test_emulator_outputs.py`` holds the premise: two runs of one program
+on one input are bit-identical. So a warm rerun re-judges a program's outputs without running the
+emulator again, and two flows whose programs are the same bytes share one run (a program that
+differs by a byte gets its own).
+
+Hazards. Speed is never read from here: a kept :class:`RunResult` carries the perf of the run
+that made it (``extra["outputs_from"]`` names the entry), and the perf suites time their own runs
+(:meth:`Pipeline.run_pte <pytest_qnn_genai.pipeline.Pipeline.run_pte>` without ``judged``). A
+runtime that stopped being deterministic would make a kept run hide a flaky one: the test above
+is what licenses keeping them. A phone's and upstream's runners' runs are never kept: they are
+the device's.
+"""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
+
+import numpy as np
+
+from pytest_qnn_genai.files import file_sha256
+from pytest_qnn_genai.pipeline import products
+from pytest_qnn_genai.runtime.result import PerfStats, RunResult
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+
+    from pytest_qnn_genai.cache import CacheEntry
+    from pytest_qnn_genai.models.registry import ModelCase
+    from pytest_qnn_genai.targets import Target
+
+RUN_FILE, LOGITS_FILE = "run.json", "logits.npy"
+
+
+class Entries(Protocol):
+    """What keeps a product: :meth:`Pipeline.entry <pytest_qnn_genai.pipeline.Pipeline.entry>`
+    (the product's code digest joins the key)."""
+
+    def entry(self, product: str, inputs: dict[str, object], build: Callable[[Path], object],
+              upstream: Sequence[str] = (), label: str = "") -> CacheEntry: ...
+
+
+_digests: dict[tuple[str, int, int], str] = {}  # (path, size, mtime_ns) -> sha256
+
+
+def program_digest(pte: Path) -> str:
+    """The program's sha256, once per file version in a process (a 393 MB .pte takes a second)."""
+    stat = os.stat(pte)
+    memo = (str(Path(pte).resolve()), stat.st_size, stat.st_mtime_ns)
+    if memo not in _digests:
+        _digests[memo] = file_sha256(pte)
+    return _digests[memo]
+
+
+def save_run(result: RunResult, out: Path) -> None:
+    """``result`` as ``run.json`` and, when it has them, its logits as ``logits.npy``."""
+    data = {"prompt_tokens": result.prompt_tokens, "tokens": result.tokens, "text": result.text,
+            "perf": result.perf.to_dict(), "device": result.device, "extra": result.extra}
+    (out / RUN_FILE).write_text(json.dumps(data, indent=1))
+    if result.logits is not None:
+        np.save(out / LOGITS_FILE, np.ascontiguousarray(result.logits))
+
+
+def load_run(folder: Path, source: str) -> RunResult:
+    """A kept generation, saying where it came from (``extra["outputs_from"]``)."""
+    data = json.loads((folder / RUN_FILE).read_text())
+    logits = folder / LOGITS_FILE
+    return RunResult(
+        prompt_tokens=[int(t) for t in data["prompt_tokens"]],
+        tokens=[int(t) for t in data["tokens"]], text=str(data["text"]),
+        perf=PerfStats(**data["perf"]),
+        logits=np.load(logits) if logits.is_file() else None, device=str(data["device"]),
+        extra={**data["extra"], "outputs_from": source})
+
+
+def generation(pipeline: Entries, case: ModelCase, target: Target, pte: Path, prompt: str,
+               max_new_tokens: int, decoder_model_version: str) -> RunResult:
+    """Greedy generation of ``prompt`` by ``pte`` on the emulator, with its logits: run once per
+    program, tokenizer, prompt and length (:data:`products.TARGET_RUN`)."""
+    from pytest_qnn_genai.runtime.run import run
+
+    tokenizer = case.path("tokenizer_model")
+    inputs: dict[str, object] = {
+        "program": program_digest(pte), "tokenizer": file_sha256(tokenizer), "prompt": prompt,
+        "max_new_tokens": max_new_tokens, "decoder_model_version": decoder_model_version,
+        "target": target.id}
+
+    def build(out: Path) -> None:
+        save_run(run(pte, tokenizer, prompt, target, max_new_tokens,
+                     decoder_model_version=decoder_model_version), out)
+
+    entry = pipeline.entry(products.TARGET_RUN, inputs, build, label=case.name)
+    return load_run(entry.path, f"{products.TARGET_RUN} {entry.key}")
+
+
+def prompt_logits(pipeline: Entries, target: Target, pte: Path, ids: Sequence[int],
+                  label: str = "") -> np.ndarray:
+    """The logits of every position of ``ids`` fed to ``pte`` as one prompt on the emulator: run
+    once per program and token sequence (:data:`products.TARGET_LOGITS`)."""
+    from pytest_qnn_genai.runtime.run import prompt_logits as run_prompt
+
+    inputs: dict[str, object] = {"program": program_digest(pte), "ids": [int(i) for i in ids],
+                                 "target": target.id}
+
+    def build(out: Path) -> None:
+        np.save(out / LOGITS_FILE, np.ascontiguousarray(run_prompt(pte, target, ids)))
+
+    entry = pipeline.entry(products.TARGET_LOGITS, inputs, build, label=label)
+    rows: np.ndarray = np.load(entry.file(LOGITS_FILE))
+    return rows
