@@ -25,13 +25,13 @@ def built_for(qnn_pipeline, qnn_target):
 
 
 @pytest.fixture
-def snapshot(snapshot, qnn_settings, qnn_target, built_for):  # noqa: ANN001 - syrupy's
+def snapshot(snapshot, qnn_settings, qnn_case, qnn_target, built_for):  # noqa: ANN001 - syrupy's
     """syrupy's snapshot, stored in ``<golden dir>/snapshots/<SoC>-<backend>-<kind of build>``
-    (update with --snapshot-update), named per SoC and kind of build, never per serial
-    (``golden.snapshots.build_label``)."""
+    (a nightly-tier case's in ``...-nightly``; update with --snapshot-update), named per SoC and
+    kind of build, never per serial (``golden.snapshots.build_label``)."""
     return snapshot.use_extension(golden_extension(
-        snapshot_folder(qnn_settings.golden_dir, qnn_target, built_for), qnn_target.id,
-        build_label(qnn_target, built_for)))
+        snapshot_folder(qnn_settings.golden_dir, qnn_target, built_for, qnn_case.tier),
+        qnn_target.id, build_label(qnn_target, built_for)))
 
 
 @pytest.fixture(scope="session")

@@ -9,6 +9,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from pytest_qnn_genai.golden.snapshots import build_label, golden_extension, snapshot_folder
+from pytest_qnn_genai.models import registry
 from pytest_qnn_genai.targets import EMULATOR, X86_RUNNER, Target, soc
 
 SM8650 = soc("SM8650")
@@ -49,9 +50,17 @@ def test_each_build_label_has_its_own_snapshot_folder() -> None:
     emulator, phone = Target(SM8650, "htp", EMULATOR), Target(SM8650, "htp", "R5CX1234ABC")
     assert snapshot_folder(Path("/g"), emulator, emulator) == Path("/g/snapshots/SM8650-htp-emulator")
     assert snapshot_folder(Path("/g"), phone, phone) == Path("/g/snapshots/SM8650-htp-phone")
+    assert snapshot_folder(Path("/g"), emulator, emulator, "nightly") == Path(
+        "/g/snapshots/SM8650-htp-emulator-nightly")
+    nightly = {c.name for c in registry.available().values() if c.tier == "nightly"}
     for folder in SNAPSHOTS.iterdir():
         names = set().union(*(_committed_in(f) for f in folder.glob("*.ambr")))
-        assert names and all(n.endswith(f"-{folder.name}]") for n in names), folder
+        label = folder.name.removesuffix("-nightly")
+        assert names and all(n.endswith(f"-{label}]") for n in names), folder
+        # a nightly case's snapshots only in the nightly folder: beside the default cases' they
+        # would be unused in every default run (make test), which fails the session
+        cases = {n.partition("[")[2].partition("-")[0] for n in names}
+        assert (cases <= nightly) if folder.name != label else not cases & nightly, folder
 
 
 def _committed_in(path: Path) -> set[str]:
