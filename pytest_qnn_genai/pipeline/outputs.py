@@ -50,12 +50,12 @@ class Entries(Protocol):
 _digests: dict[tuple[str, int, int], str] = {}  # (path, size, mtime_ns) -> sha256
 
 
-def program_digest(pte: Path) -> str:
-    """The program's sha256, once per file version in a process (a 393 MB .pte takes a second)."""
-    stat = os.stat(pte)
-    memo = (str(Path(pte).resolve()), stat.st_size, stat.st_mtime_ns)
+def file_digest(path: Path) -> str:
+    """A file's sha256, once per file version in a process (a 393 MB .pte takes a second)."""
+    stat = os.stat(path)
+    memo = (str(Path(path).resolve()), stat.st_size, stat.st_mtime_ns)
     if memo not in _digests:
-        _digests[memo] = file_sha256(pte)
+        _digests[memo] = file_sha256(path)
     return _digests[memo]
 
 
@@ -88,7 +88,7 @@ def generation(pipeline: Entries, case: ModelCase, target: Target, pte: Path, pr
 
     tokenizer = case.path("tokenizer_model")
     inputs: dict[str, object] = {
-        "program": program_digest(pte), "tokenizer": file_sha256(tokenizer), "prompt": prompt,
+        "program": file_digest(pte), "tokenizer": file_digest(tokenizer), "prompt": prompt,
         "max_new_tokens": max_new_tokens, "decoder_model_version": decoder_model_version,
         "target": target.id}
 
@@ -106,7 +106,7 @@ def prompt_logits(pipeline: Entries, target: Target, pte: Path, ids: Sequence[in
     once per program and token sequence (:data:`products.TARGET_LOGITS`)."""
     from pytest_qnn_genai.runtime.run import prompt_logits as run_prompt
 
-    inputs: dict[str, object] = {"program": program_digest(pte), "ids": [int(i) for i in ids],
+    inputs: dict[str, object] = {"program": file_digest(pte), "ids": [int(i) for i in ids],
                                  "target": target.id}
 
     def build(out: Path) -> None:

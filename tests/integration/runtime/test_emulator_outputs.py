@@ -57,8 +57,8 @@ def test_a_judged_run_is_kept_for_its_program_and_inputs(qnn_pipeline, program, 
     shutil.copyfile(program, copy)
     judged(copy)  # the same bytes elsewhere: the same run
     assert cache.stats.builds == 1
-    real = outputs.program_digest
-    monkeypatch.setattr(outputs, "program_digest",
+    real = outputs.file_digest
+    monkeypatch.setattr(outputs, "file_digest",
                         lambda pte: "0" * 64 if Path(pte) == copy else real(pte))
     judged(copy)  # other bytes: a run of its own
     assert cache.stats.builds == 2
