@@ -44,14 +44,17 @@ class Reference:
 
 def greedy(logits_of: Callable[[list[int]], np.ndarray], prompt: list[int], n: int,
            eos: int | None) -> Reference:
-    """Up to ``n`` argmax tokens after ``prompt`` (stopping after ``eos``), with their logits."""
+    """Up to ``n`` argmax tokens after ``prompt``, with their logits, stopping after an ``eos``
+    from a decode step: as the runners do (upstream's and the host runner), an EOS as the first
+    token (prefill's) is no stop, else a model that answers a raw prompt with its end-of-turn
+    token (SmolLM2-135M-Instruct) would leave one row to judge the QDQ graph on."""
     tokens: list[int] = []
     rows: list[np.ndarray] = []
     for _ in range(n):
         row = logits_of(prompt + tokens)[-1]
         rows.append(row)
         tokens.append(int(np.argmax(row)))
-        if eos is not None and tokens[-1] == eos:
+        if eos is not None and len(tokens) > 1 and tokens[-1] == eos:
             break
     return Reference(prompt, tokens, np.stack(rows).astype(np.float32))
 
