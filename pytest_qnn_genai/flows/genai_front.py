@@ -121,18 +121,20 @@ def is_upstream_failure(exc: BaseException, stage: str, cause: type[BaseExceptio
 
 def not_huggingface_reason(case: ModelCase) -> str | None:
     """Why genai's loader cannot prepare ``case`` (None when it can): ``DefaultModelLoaderAdapter``
-    is ``AutoModelForCausalLM.from_pretrained(folder)``, which needs a Hugging Face config.json."""
-    if (case.folder / "config.json").is_file():
+    is ``AutoModelForCausalLM.from_pretrained(folder)``, which needs a Hugging Face config.json:
+    the case's own folder's, or a GGUF case's imported folder's (:attr:`ModelCase.hf_folder`)."""
+    if (case.hf_folder / "config.json").is_file():
         return None
     return (f"{case.name}: genai_pipeline's model loader is AutoModelForCausalLM.from_pretrained "
-            f"and needs a Hugging Face folder (config.json); {case.folder.name} has none "
+            f"and needs a Hugging Face folder (config.json); {case.hf_folder.name} has none "
             f"({case.checkpoint} is a {case.family.NAME} checkpoint)")
 
 
 def model_folder(case: ModelCase, out: Path) -> Path:
-    """The case's files copied into ``out`` with ``use_cache`` false (:data:`ADJUSTMENTS`)."""
+    """The case's Hugging Face files (:attr:`ModelCase.hf_folder`: a GGUF case's are its
+    import's) copied into ``out`` with ``use_cache`` false (:data:`ADJUSTMENTS`)."""
     out.mkdir(parents=True, exist_ok=True)
-    for p in case.folder.iterdir():
+    for p in case.hf_folder.iterdir():
         if p.is_file():
             shutil.copy2(p, out / p.name)
     config = json.loads((out / "config.json").read_text())
