@@ -49,12 +49,40 @@ def test_qdq_keeps_fp32() -> None:
 
 def test_target_runs_qdq() -> None:
     good = agreement.target_runs_qdq(FP32, FP32 + 1e-4, TOKENS, 0.995, 30.0)
-    assert _verdicts(good) == ["pass", "pass", "pass"]
+    assert _verdicts(good) == ["pass", "pass", "info", "pass"]
+    assert (good[2].new, good[3].new) == (0, 0.0)  # parts nowhere: the toys' accepted count
     other = list(TOKENS)
-    other[5] = (other[5] + 1) % 64
-    off = agreement.target_runs_qdq(FP32, FP32 * -1, other, 0.995, 30.0)
-    assert _verdicts(off) == ["fail", "fail", "fail"]
-    assert off[2].delta == "first differs at step 5"  # vs the QDQ graph's greedy path
+    other[5] = int(np.argsort(FP32[5])[0])  # the QDQ graph's least likely token: a wide swap
+    off = agreement.target_runs_qdq(FP32, FP32 + 1e-4, other, 0.995, 30.0)
+    assert _verdicts(off) == ["pass", "pass", "info", "fail"]
+    assert (off[2].new, off[2].delta) == (1, "steps [5]")  # vs the QDQ graph's greedy path
+    noisy = agreement.target_runs_qdq(FP32, FP32 * -1, other, 0.995, 30.0)
+    assert _verdicts(noisy)[:2] == ["fail", "fail"]  # noisy everywhere: the floors beside it
+
+
+def test_a_near_tie_may_part_a_wide_swap_may_not() -> None:
+    """Teacher-forced rows with a noise of 0.1 logits: the target taking the QDQ graph's runner-up
+    where the two are 0.05 apart is a near tie; the same swap where they are 2 apart, or a
+    target whose error sits on the token it picked (planted: +2 on it), is not."""
+    qdq = RNG.normal(scale=4.0, size=(8, 256))
+    target = qdq + RNG.normal(scale=0.1, size=qdq.shape)
+    tokens = [int(t) for t in np.argmax(target, axis=1)]
+    runner_up = int(np.argsort(qdq[3])[-2])
+    qdq[3, runner_up] = qdq[3].max() - 0.05
+    target[3] = qdq[3] + RNG.normal(scale=0.1, size=256)
+    target[3, runner_up] = target[3].max() + 0.01
+    tokens = [int(t) for t in np.argmax(target, axis=1)]
+    checks = agreement.target_runs_qdq(qdq, target, tokens, 0.99, 20.0)
+    assert checks[2].new == 1 and _verdicts(checks)[3] == "pass"
+    wide = qdq.copy()
+    wide[3, runner_up] = wide[3].max() - 2.0
+    assert _verdicts(agreement.target_runs_qdq(wide, target, tokens, 0.99, 20.0))[3] == "fail"
+    planted = target.copy()
+    planted[5, int(np.argsort(qdq[5])[-2])] += 2.0 + float(np.ptp(qdq[5][np.argsort(qdq[5])[-2:]]))
+    forced = [int(t) for t in np.argmax(planted, axis=1)]
+    fails = agreement.target_runs_qdq(qdq, planted, forced, 0.99, 20.0)
+    assert fails[2].new == 2 and _verdicts(fails)[3] == "fail"
+    assert "step 5" in fails[3].detail and "NOT a near tie" in fails[3].detail
 
 
 def test_keeps_reference_and_same_model() -> None:
