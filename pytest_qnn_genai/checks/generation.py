@@ -1,23 +1,30 @@
 """The generation a gate judges must be the one it reports.
 
 On upstream's runners (the x86-runner target, a phone) ``qnn_llama_runner`` dumps logits only in
-kv mode, so the judged logits and the exact ids (their argmax) come from a kv-mode run of the
-program and the reported text from the hybrid run (eval_mode 1) a user would run. What the runner
-itself says is the evidence: the kv-mode run's own text (its outputs.txt) must be the judged ids
-decoded with the case's tokenizer, and the hybrid run must have written that same text; else
-the gate would judge one generation and report another. Hazard: "tokens = argmax of their
-logits" cannot fail where the tokens are defined as that argmax (the host runner in this
-process, every kv-mode dump), so it is no check. Likewise what genai_pipeline's inference stage
-reports for a program is held to the harness's own run of it (:func:`inference_matches_run`).
+kv mode, so the judged generation (its logits, its exact ids, their argmax, and its text) is a
+kv-mode run of the program; the hybrid run (eval_mode 1) a user would run gives the speed. What
+the runner itself says is the evidence: the kv-mode run's own text (its outputs.txt) must be the
+judged ids decoded with the case's tokenizer, and the hybrid run must have written that same
+text, or parted from it only at a near tie of the kv-mode run's own row
+(:mod:`~pytest_qnn_genai.checks.ties`): the hybrid run's prompt goes through the prefill graph,
+the kv-mode run's through the decode graph one token at a time, and at real size the two part
+where the top two tokens are closer than the program's noise (SmolLM2-135M). Else the gate would
+judge one generation and report another. Hazard: "tokens = argmax of their logits" cannot fail
+where the tokens are defined as that argmax (the host runner in this process, every kv-mode
+dump), so it is no check. Likewise what genai_pipeline's inference stage reports for a program is
+held to the harness's own run of it (:func:`inference_matches_run`).
 """
 from __future__ import annotations
 
+import math
 import re
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from pytest_qnn_genai import figures
+from pytest_qnn_genai.checks import ties
 from pytest_qnn_genai.checks.parity import Check
 
 if TYPE_CHECKING:
@@ -26,32 +33,63 @@ if TYPE_CHECKING:
     from pytest_qnn_genai.runtime.result import RunResult
 
 
-def judged_generation(run: RunResult, decoded: str) -> list[Check]:
+def judged_generation(run: RunResult, decoded: str,
+                      decode: Callable[[list[int]], str] | None = None,
+                      noise: np.ndarray | None = None) -> list[Check]:
     """Rows (reference in ``legacy``, the judged run's in ``new``) for a run of upstream's runner
-    with its kv-mode logits: the kv-mode run's own text vs ``decoded`` (the judged ids decoded with
-    the case's tokenizer, the EOS piece the runner strips removed) and the hybrid run's text vs
-    the kv-mode run's. (The ids' count is the dump's rows, which ``devices.llama_runs`` already
-    holds to the runner's observer count.)"""
+    with its kv-mode logits: the kv-mode run's own text (``run.text``) vs ``decoded`` (the judged
+    ids decoded with the case's tokenizer, the EOS piece the runner strips removed), and the
+    hybrid run's text (``extra["hybrid_text"]``) vs it: identical, or parting from it at a near
+    tie (:func:`parting_in_text`, with ``decode`` the judged ids' text and ``noise`` each row's
+    target-vs-QDQ rms; without them any parting fails). (The ids' count is the dump's rows,
+    which ``devices.llama_runs`` already holds to the runner's observer count.)"""
     if run.logits is None:
         return [Check("logits of the generation", "present", "missing", ok=False,
                       judge="the run dumped logits", name="logits_present")]
-    kv = run.extra.get("kv_text")
-    eos = run.extra.get("kv_eos_piece")
+    kv, hybrid = run.text, run.extra.get("hybrid_text")
+    eos = run.extra.get("eos_piece")
     ids_text = decoded.removesuffix(eos) if isinstance(eos, str) and eos else decoded
-    first = next((i for i, (a, b) in enumerate(zip(ids_text, str(kv))) if a != b),
-                 min(len(ids_text), len(str(kv))))
-    return [
+    first = next((i for i, (a, b) in enumerate(zip(ids_text, kv)) if a != b),
+                 min(len(ids_text), len(kv)))
+    rows = [
         Check("runner's kv-mode text = the judged ids decoded", kv, ids_text,
-              "" if kv == ids_text else f"char {first}", ok=kv is not None and kv == ids_text,
+              "" if kv == ids_text else f"char {first}", ok=kv == ids_text,
               judge="the text the runner itself wrote (kv-mode outputs.txt)",
               name="runner_text_is_judged_ids",
-              detail="" if kv == ids_text else f"runner: {str(kv)[max(0, first - 20):first + 40]!r}"
-                                               f"\nids:    {ids_text[max(0, first - 20):first + 40]!r}"),
-        Check("hybrid run's text = kv-mode run's", kv, run.text,
-              ok=kv is not None and kv == run.text,
-              detail=f"hybrid: {run.text!r}\nkv:     {kv!r}",
-              judge="the kv-mode run's text", name="hybrid_text_is_kv_text"),
-    ]
+              detail="" if kv == ids_text else f"runner: {kv[max(0, first - 20):first + 40]!r}"
+                                               f"\nids:    {ids_text[max(0, first - 20):first + 40]!r}")]
+    judge = f"the kv-mode run's text, but at a near tie (≤ {ties.NEAR_TIE_SIGMAS:g} σ√2)"
+    if not isinstance(hybrid, str):
+        return [*rows, Check("hybrid run's text = kv-mode run's", kv, None, ok=False, judge=judge,
+                             name="hybrid_text_is_kv_text", detail="the run kept no hybrid text")]
+    apart = None if hybrid == kv else parting_in_text(
+        list(run.tokens), run.logits, hybrid, decode or (lambda ids: ""),
+        noise if noise is not None else np.zeros(len(run.tokens)))
+    return [*rows, Check(
+        "hybrid run's text = kv-mode run's", kv, hybrid,
+        "" if apart is None else f"parts at step {apart.step}",
+        ok=apart is None or apart.near_tie, judge=judge, name="hybrid_text_is_kv_text",
+        detail="" if apart is None else f"{apart.describe()}\nhybrid: {hybrid!r}\nkv:     {kv!r}")]
+
+
+def parting_in_text(ids: list[int], logits: np.ndarray, text: str,
+                    decode: Callable[[list[int]], str], noise: np.ndarray,
+                    top: int = 64) -> ties.Parting:
+    """Where another run of the program, which wrote ``text`` and no ids (a hybrid run), left
+    the judged ``ids``: the first step ``k`` whose token's text ``text`` does not go on with,
+    and the highest of ``logits[k]``'s ``top`` tokens whose text it does (the least lead a swap
+    takes: :func:`~pytest_qnn_genai.checks.ties.parting`). A ``text`` that stops where the ids
+    go on, or goes on with none of those tokens, is a parting no near tie excuses."""
+    k = next((i for i in range(len(ids)) if not text.startswith(decode(ids[:i + 1]))), len(ids))
+    if k == len(ids):  # the ids' text is all there, and ``text`` is longer
+        return ties.Parting(k, -1, -1, math.inf, 0.0)
+    row = np.asarray(logits[k], dtype=np.float64)
+    here = len(decode(ids[:k]))
+    for c in (int(c) for c in np.argsort(row)[::-1][:top]):
+        mine = decode([*ids[:k], c])
+        if c != ids[k] and len(mine) > here and text.startswith(mine):
+            return ties.parting(row, c, float(noise[k]), k)
+    return ties.Parting(k, ids[k], -1, math.inf, float(noise[k]))
 
 
 def _runner_rows(run: RunResult) -> np.ndarray | None:
@@ -168,9 +206,15 @@ def inference_matches_run(run: RunResult, prompt_ids: Sequence[int], tokens: Seq
                           texts: Sequence[str], decode_tok_s: float) -> list[Check]:
     """What genai_pipeline's inference stage reported for a program (its prompt ids, greedy
     tokens, decoded texts and decode rate) against the harness's own ``run`` of that program on
-    the same target: one program, one target, greedy, so the ids, the tokens and the one text are
-    identical; the rate is shown beside the harness's, judged by nothing."""
+    the same target: one program, one target, one mode, greedy, so the ids, the tokens and the
+    one text are identical; the rate is shown beside the harness's, judged by nothing. Upstream's
+    stage runs the hybrid mode, so on upstream's runners it is held to the harness run's hybrid
+    text and that text's tokens (``extra["hybrid_text"]``, ``extra["hybrid_tokens"]``), not to
+    its judged kv-mode generation."""
     same = "identical to the harness's run"
+    text = str(run.extra.get("hybrid_text", run.text))
+    mine = run.extra.get("hybrid_tokens", run.tokens)
+    ours = [int(t) for t in mine] if isinstance(mine, list) else list(run.tokens)
 
     def where(theirs: Sequence[int], ours: Sequence[int]) -> str:
         first = next((i for i, (a, b) in enumerate(zip(ours, theirs)) if a != b),
@@ -181,12 +225,12 @@ def inference_matches_run(run: RunResult, prompt_ids: Sequence[int], tokens: Seq
         Check("genai inference: prompt ids", len(run.prompt_tokens), len(prompt_ids),
               where(prompt_ids, run.prompt_tokens), ok=list(prompt_ids) == list(run.prompt_tokens),
               judge=same, name="genai_inference_prompt_ids", rule=figures.EQUAL),
-        Check("genai inference: greedy tokens", len(run.tokens), len(tokens),
-              where(tokens, run.tokens), ok=list(tokens) == list(run.tokens), judge=same,
+        Check("genai inference: greedy tokens", len(ours), len(tokens),
+              where(tokens, ours), ok=list(tokens) == ours, judge=same,
               name="genai_inference_tokens", rule=figures.EQUAL),
-        Check("genai inference: text", run.text[:40],
+        Check("genai inference: text", text[:40],
               texts[0][:40] if len(texts) == 1 else f"{len(texts)} texts",
-              ok=list(texts) == [run.text], judge=same, name="genai_inference_text",
+              ok=list(texts) == [text], judge=same, name="genai_inference_text",
               rule=figures.EQUAL),
         Check("genai inference: decode tok/s", round(run.perf.decode_tok_s, 1),
               round(decode_tok_s, 1), info=True, name="genai_inference_decode_tok_s",

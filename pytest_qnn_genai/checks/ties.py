@@ -88,3 +88,19 @@ def parting(reference_row: np.ndarray, chosen: int, sigma: float, step: int) -> 
     row = np.asarray(reference_row, dtype=np.float64)
     ref = int(np.argmax(row))
     return Parting(step, ref, int(chosen), float(row[ref] - row[chosen]), float(sigma))
+
+
+def first_parting(reference: Sequence[int], tokens: Sequence[int], logits: np.ndarray | None,
+                  noise: np.ndarray | None) -> Parting | None:
+    """Where ``tokens`` (a run's, with its ``logits``) first leave ``reference`` (another run's
+    tokens from the same prompt), judged on the run's own row there (every token before it is
+    equal, so the row saw the reference run's input): None when they are equal. Without
+    ``logits`` or ``noise``, or where one stopped and the other did not, no near tie excuses it."""
+    if list(tokens) == list(reference):
+        return None
+    n = min(len(tokens), len(reference))
+    at = next((i for i in range(n) if int(tokens[i]) != int(reference[i])), n)
+    if logits is None or noise is None or at == n:
+        return Parting(at, int(reference[at]) if at < len(reference) else -1,
+                       int(tokens[at]) if at < len(tokens) else -1, math.inf, 0.0)
+    return parting(logits[at], int(reference[at]), float(noise[at]), at)

@@ -83,7 +83,7 @@ KV_MODE, HYBRID_MODE, LOOKAHEAD_MODE = 0, 1, 2  # qnn_llama_runner --eval_mode
 TOKENS_FROM_TEXT = ("re-tokenized from the runner's text with the case's tokenizer (the runner "
                     "reports no ids; no logits were asked for)")
 TOKENS_FROM_LOGITS = ("argmax of the kv-mode run's dumped logits (the runner's greedy choice); "
-                      "the text is the hybrid run's")
+                      "the text is that run's too, the hybrid run's is hybrid_text")
 
 
 class RunnerRequestError(ValueError):
@@ -238,7 +238,8 @@ def generate(ws: DeviceWorkspace, runner: Path, pte: Path, pte_digest: str, toke
              logits: bool = False, facts: ProgramFacts | None = None,
              decoder_model_version: str | None = None, runner_prompt: bool = False,
              lookahead: Lookahead | None = None) -> RunResult:
-    """The hybrid run (text, perf) and, with ``logits``, the kv-mode run (logits, exact ids);
+    """The hybrid run (text, perf) and, with ``logits``, the kv-mode run (logits, exact ids and
+    the text then, the hybrid run's kept as ``extra["hybrid_text"]``);
     with ``lookahead``, a lookahead run (``--eval_mode 2``) instead of the hybrid one, and no
     logits (module docstring).
     ``facts``: what the program says (default: read out of ``pte``); ``decoder_model_version``:
@@ -293,6 +294,8 @@ def generate(ws: DeviceWorkspace, runner: Path, pte: Path, pte_digest: str, toke
     if lookahead is not None:
         extra["lookahead"] = {"window": lookahead.window, "ngram": lookahead.ngram,
                               "gcap": lookahead.gcap, "decode_ar": facts.decode_ar}
+    eos = [tokenizer.id_of(hybrid.eos_piece)] if hybrid.eos_piece else []
+    hybrid_tokens = retokenize(tokenizer, prompt, result.text) + eos
     if logits:
         kv, files = run(KV_MODE, "kv")
         if files.logits_bin is None:
@@ -304,13 +307,16 @@ def generate(ws: DeviceWorkspace, runner: Path, pte: Path, pte_digest: str, toke
         result.tokens = [int(t) for t in np.argmax(raw[p - 1:], axis=1)]
         result.logits = dequantize(raw[p - 1:], facts.quant)
         result.prompt_logits = dequantize(raw[:p - 1], facts.quant)
-        extra.update(kv_text=kv.result.text, kv_eos_piece=kv.eos_piece,
+        # the judged generation is the kv-mode run's: its ids, its logits and its text; the
+        # hybrid run's text is held to it (checks/generation.py), its perf is the run's
+        extra.update(hybrid_text=result.text, hybrid_tokens=hybrid_tokens,
+                     eos_piece=kv.eos_piece,
                      kv_perf=kv.result.perf.to_dict(), tokens_source=TOKENS_FROM_LOGITS,
                      logits_source="kv-mode run: --eval_mode 0 --tokenized_prompt "
                                    "--dump_logits_path, dequantized with the program's scale")
+        result.text = kv.result.text
     else:
-        eos = [tokenizer.id_of(hybrid.eos_piece)] if hybrid.eos_piece else []
-        result.tokens = retokenize(tokenizer, prompt, result.text) + eos
+        result.tokens = hybrid_tokens
     result.extra.update(extra)
     return result
 

@@ -67,21 +67,28 @@ def _first_difference(expected: Continuation, tokens: list[int]) -> int:
                 min(len(tokens), len(expected.tokens)))
 
 
-def judge(expected: Continuation, tokens: list[int], source: str) -> figures.Figure:
+def judge(expected: Continuation, tokens: list[int], source: str,
+          excuse: str = "") -> figures.Figure:
     """The run report's figure: how many leading tokens follow the golden continuation, judged
-    by ``tokens == golden`` (the same test :func:`mismatch` describes)."""
-    same = tokens == expected.tokens
+    by ``tokens == golden``, the same test :func:`mismatch` describes; ``excuse``, when the
+    caller judged where they part a near tie (:func:`pytest_qnn_genai.checks.ties.first_parting`),
+    says so and passes."""
+    same = tokens == expected.tokens or bool(excuse)
+    where = f"all {len(expected.tokens)} tokens of {source}" + (
+        f", or a near tie where they part ({excuse})" if excuse else "")
     return figures.Figure("continuation_tokens_as_golden", _first_difference(expected, tokens),
-                          figures.PASS if same else figures.FAIL,
-                          f"all {len(expected.tokens)} tokens of {source}", figures.EQUAL,
+                          figures.PASS if same else figures.FAIL, where, figures.EQUAL,
                           float(len(expected.tokens)), figures.HIGHER, len(expected.tokens),
                           "leading tokens equal to the golden continuation")
 
 
-def mismatch(expected: Continuation, tokens: list[int], text: str) -> str | None:
-    """A readable description of where ``tokens`` leave the golden continuation, or None."""
+def mismatch(expected: Continuation, tokens: list[int], text: str,
+             why: str = "") -> str | None:
+    """A readable description of where ``tokens`` leave the golden continuation (``why``: what
+    the caller found there), or None."""
     if tokens == expected.tokens:
         return None
     at = _first_difference(expected, tokens)
-    return (f"continuation differs from token {at} on (got {len(tokens)} tokens, golden "
-            f"{len(expected.tokens)}):\n  golden: {expected.text!r}\n  got:    {text!r}")
+    return (f"continuation differs from token {at} on{f' ({why})' if why else ''} (got "
+            f"{len(tokens)} tokens, golden {len(expected.tokens)}):\n  golden: "
+            f"{expected.text!r}\n  got:    {text!r}")

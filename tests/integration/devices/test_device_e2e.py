@@ -46,7 +46,7 @@ def test_phone(qnn_run, qnn_target):
     assert qnn_run.device == qnn_target.device
     assert qnn_run.text and qnn_run.tokens and qnn_run.logits is not None
     assert list(np.argmax(qnn_run.logits, axis=1)) == qnn_run.tokens
-    assert "argmax" in qnn_run.extra["tokens_source"] and qnn_run.extra["kv_text"] == qnn_run.text
+    assert "argmax" in qnn_run.extra["tokens_source"] and qnn_run.extra["hybrid_text"] == qnn_run.text
     assert qnn_run.perf.generated_tokens == len(qnn_run.tokens)
 
 @pytest.mark.device
@@ -121,7 +121,7 @@ def test_device_run_matches_the_emulator(qnn_pipeline, case, sm8650_emulator, ga
     assert result.device == SERIAL and result.extra["target"] == f"SM8650-htp-{SERIAL}"
     assert result.prompt_tokens == emulated.prompt_tokens
     assert result.tokens == emulated.tokens and result.text == emulated.text
-    assert result.text.strip() and result.extra["kv_text"] == result.text
+    assert result.text.strip() and result.extra["hybrid_text"] == result.text
     assert result.perf.generated_tokens == len(emulated.tokens)  # observer count + prefill token
     assert result.perf.prompt_tokens == p
     assert result.perf.prefill_tok_s > 0 and result.perf.decode_tok_s > 0

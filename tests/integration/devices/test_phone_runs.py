@@ -73,7 +73,7 @@ def test_hybrid_then_kv_run_with_upstreams_flags(phone_run, fake_device) -> None
     want = [3 + p % 61 for p in range(P - 1, P - 1 + N)]
     assert result.tokens == want and result.logits.shape == (N, 64)
     assert [int(t) for t in np.argmax(result.logits, axis=1)] == want
-    assert result.text == "".join(f" t{t}" for t in want) == result.extra["kv_text"]
+    assert result.text == "".join(f" t{t}" for t in want) == result.extra["hybrid_text"]
     assert result.perf.generated_tokens == N and result.perf.prompt_tokens == P
     assert result.prompt_tokens == PROMPT_IDS and "argmax" in result.extra["tokens_source"]
 
@@ -128,6 +128,6 @@ def test_a_hybrid_run_that_disagrees_with_the_kv_run_fails_the_judged_check(phon
     bad = phone_run(toy={"prefill_shift": 1})
     checks = judged_generation(bad, _toy_text(bad.tokens))
     assert [c.ok for c in checks] == [True, False]
-    assert bad.text.startswith(" t8") and bad.extra["kv_text"].startswith(" t7")
+    assert bad.extra["hybrid_text"].startswith(" t8") and bad.text.startswith(" t7")
     shifted = judged_generation(good, _toy_text([t + 1 for t in good.tokens]))
     assert [c.ok for c in shifted] == [False, True] and shifted[0].delta == "char 2"

@@ -5,18 +5,30 @@ import dataclasses
 
 import numpy as np
 
-from pytest_qnn_genai.checks.generation import judged_generation, lookahead_matches_hybrid
+from pytest_qnn_genai.checks.generation import (
+    judged_generation,
+    lookahead_matches_hybrid,
+    parting_in_text,
+)
 from pytest_qnn_genai.checks.parity import failures
 from pytest_qnn_genai.runtime.result import PerfStats, RunResult
 
 
-def _run(tokens: list[int], text: str = " a b c", kv_text: str | None = " a b c",
+def _run(tokens: list[int], text: str = " a b c", hybrid_text: str | None = " a b c",
          prompt_logits: np.ndarray | None = None) -> RunResult:
+    """A kv-mode judged run: ``text`` is its own, ``hybrid_text`` the hybrid run's."""
     logits = np.zeros((3, 8), dtype=np.float32)
     logits[np.arange(3), [3, 5, 2]] = 1.0
-    extra = {} if kv_text is None else {"kv_text": kv_text}
+    extra = {} if hybrid_text is None else {"hybrid_text": hybrid_text}
     return RunResult([1, 4], tokens, text, PerfStats(2, 3, 0.0, 1.0, 1.0, 0.0), logits,
                      extra=extra, prompt_logits=prompt_logits)
+
+
+PIECES = {0: " x0", 1: " x1", 2: " c", 3: " a", 4: " x4", 5: " b", 6: " d", 7: " e"}
+
+
+def _decode(ids: list[int]) -> str:
+    return "".join(PIECES[i] for i in ids)
 
 
 def test_consistent_runs_pass() -> None:
@@ -35,16 +47,36 @@ def test_ids_that_are_not_what_the_runner_wrote_fail() -> None:
 
 
 def test_the_eos_piece_the_runner_strips_is_not_a_difference() -> None:
-    run = dataclasses.replace(_run([3, 5, 2]), extra={"kv_text": " a b", "kv_eos_piece": "</s>"},
+    run = dataclasses.replace(_run([3, 5, 2]), extra={"hybrid_text": " a b", "eos_piece": "</s>"},
                               text=" a b")
     assert all(c.ok for c in judged_generation(run, " a b</s>"))
 
 
 def test_the_hybrid_text_must_be_the_kv_runs() -> None:
-    checks = judged_generation(_run([3, 5, 2], kv_text=" a b d"), " a b d")
-    assert [c.ok for c in checks] == [True, False]
-    missing = judged_generation(_run([3, 5, 2], kv_text=None), " a b c")
+    checks = judged_generation(_run([3, 5, 2], hybrid_text=" a b d"), " a b c")
+    assert [c.ok for c in checks] == [True, False]  # no decode, no noise: any parting fails
+    missing = judged_generation(_run([3, 5, 2], hybrid_text=None), " a b x")
     assert [c.ok for c in missing] == [False, False]
+
+
+def test_a_hybrid_run_may_part_from_the_kv_run_at_a_near_tie_only() -> None:
+    """The kv-mode row where the hybrid text goes on with " d": 0.05 behind " c" at a noise of
+    0.1 is a near tie; 1.0 behind is not (the planted fault), nor a token outside the row's top
+    tokens, nor a hybrid text that stops where the ids go on."""
+    run = _run([3, 5, 2], hybrid_text=" a b d e")
+    noise = np.full(3, 0.1)
+    assert run.logits is not None
+    run.logits[2, 6] = 0.95
+    near = judged_generation(run, " a b c", _decode, noise)
+    assert [c.ok for c in near] == [True, True] and near[1].delta == "parts at step 2"
+    assert "2 -> 6" in near[1].detail and "near tie" in near[1].detail
+    run.logits[2, 6] = 0.0
+    wide = judged_generation(run, " a b c", _decode, noise)
+    assert [c.ok for c in wide] == [True, False] and "NOT a near tie" in wide[1].detail
+    gone = parting_in_text([3, 5, 2], run.logits, " a b x", _decode, noise, top=8)
+    assert gone.step == 2 and gone.chosen == -1 and not gone.near_tie
+    stops = parting_in_text([3, 5, 2], run.logits, " a b c d", _decode, noise)
+    assert stops.step == 3 and not stops.near_tie
 
 
 def test_a_run_without_logits_fails() -> None:
@@ -171,3 +203,16 @@ def test_genai_inference_is_held_to_the_harness_run() -> None:
     assert failures([c for c in two if not c.ok]).startswith(
         "genai inference: text is 2 texts (against ' a b c'), which fails identical to the "
         "harness's run.")
+
+
+def test_genai_inference_on_upstreams_runner_is_held_to_the_hybrid_run() -> None:
+    """Upstream's inference stage runs the hybrid mode: on upstream's runners it is held to the
+    harness run's hybrid text and its tokens, not to the judged kv-mode run's, which may part
+    from them at a near tie (SmolLM2-135M); a genai run that wrote the kv-mode text fails."""
+    from pytest_qnn_genai.checks.generation import inference_matches_run
+
+    run = dataclasses.replace(_run([3, 5, 2], hybrid_text=" a b d"),
+                              extra={"hybrid_text": " a b d", "hybrid_tokens": [3, 5, 6]})
+    assert all(c.ok for c in inference_matches_run(run, [1, 4], [3, 5, 6], [" a b d"], 1.0))
+    kv = inference_matches_run(run, [1, 4], [3, 5, 2], [" a b c"], 1.0)
+    assert [c.ok for c in kv] == [True, False, False, True]

@@ -27,3 +27,17 @@ def test_partings_take_the_targets_own_error_never_less_than_the_lead() -> None:
     (lied,) = ties.partings(qdq, qdq, [0, 2])  # tokens that are not the target's argmax
     assert lied.step == 1 and math.isclose(lied.error, 4.0)  # the lead, at least
     assert ties.partings(qdq, target, [0, 1]) == []
+
+
+def test_first_parting_is_judged_on_the_runs_own_row() -> None:
+    """A run leaving a reference path (the golden continuation) at step 1: its row there, where
+    both runs saw the same tokens, puts the reference's token 0.05 behind its own."""
+    logits = np.array([[0.0, 0.0, 9.0], [0.0, 3.0, 2.95], [1.0, 0.0, 0.0]])
+    noise = np.full(3, 0.1)
+    assert ties.first_parting([2, 1, 0], [2, 1, 0], logits, noise) is None
+    near = ties.first_parting([2, 2, 0], [2, 1, 0], logits, noise)
+    assert (near.step, near.reference, near.chosen) == (1, 1, 2) and near.near_tie
+    assert not ties.first_parting([2, 0, 0], [2, 1, 0], logits, noise).near_tie  # 3.0 behind
+    assert not ties.first_parting([2, 2, 0], [2, 1, 0], logits, None).near_tie  # no noise
+    stopped = ties.first_parting([2, 1], [2, 1, 0], logits, noise)
+    assert stopped.step == 2 and not stopped.near_tie  # one stopped, the other went on
