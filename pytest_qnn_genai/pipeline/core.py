@@ -16,12 +16,11 @@ import numpy as np
 from pytest_qnn_genai.cache import ArtifactCache, CacheEntry, code_digest
 from pytest_qnn_genai.flows import registry as flows
 from pytest_qnn_genai.flows.base import BuildRequest, Flow, FlowArtifacts
-from pytest_qnn_genai.hybrid import CALIBRATION
 from pytest_qnn_genai.models.registry import ModelCase
 from pytest_qnn_genai.pipeline import outputs, products
 from pytest_qnn_genai.pipeline.products import Build, Need
+from pytest_qnn_genai.pipeline.references import References
 from pytest_qnn_genai.runtime.result import RunResult
-from pytest_qnn_genai.stages.reference import Reference
 from pytest_qnn_genai.targets import EMULATOR, Target, known_build_target
 
 if TYPE_CHECKING:
@@ -37,8 +36,9 @@ if TYPE_CHECKING:
     from pytest_qnn_genai.stages.quantize import QdqArtifacts
 
 
-class Pipeline:
-    """One session's view of the stages: builds through the cache, memoizes what it loaded."""
+class Pipeline(References):
+    """One session's view of the stages: builds through the cache, memoizes what it loaded
+    (the references to judge them by: :class:`~.references.References`)."""
 
     def __init__(self, cache: ArtifactCache, devices: DeviceSessions | None = None,
                  package_root: Path | None = None) -> None:
@@ -298,61 +298,6 @@ class Pipeline:
         out = flow.load(entry.path, qdq)
         return FlowArtifacts(flow.name, out.files, build_s, out.info)
 
-    # -- references -----------------------------------------------------------------------
-    def eval_prompt_tokens(self, case: ModelCase) -> list[int]:
-        """The case's eval prompt as every run encodes it (BOS and EOS from its tokenizer)."""
-        from pytest_qnn_genai.runtime.tokenizer import encode, load_tokenizer
-
-        return encode(load_tokenizer(case.path("tokenizer_model")), case.eval_prompt)
-
-    def eval_reference(self, case: ModelCase) -> Reference:
-        """The fp32 model's greedy continuation of the case's eval prompt."""
-        return self.fp32_reference(case, self.eval_prompt_tokens(case))
-
-    def fp32_reference(self, case: ModelCase, prompt_tokens: list[int]) -> Reference:
-        """The fp32 model's greedy continuation of ``prompt_tokens`` and its logits."""
-        from pytest_qnn_genai.stages.reference import fp32_reference
-
-        n = case.max_new_tokens
-        entry = self.entry(
-            products.FP32_REFERENCE, {"case": case.build_fingerprint(),
-                               "prompt_tokens": list(prompt_tokens), "max_new_tokens": n},
-            lambda out: fp32_reference(self.prepared(case), prompt_tokens, n).save(out),
-            label=case.name)
-        return Reference.load(entry.path)
-
-    def qdq_logits(self, case: ModelCase, target: Target, prompt_tokens: list[int],
-                   tokens: list[int]) -> np.ndarray:
-        """QDQ logits (CPU, teacher-forced) for each of ``tokens`` after ``prompt_tokens``."""
-        from pytest_qnn_genai.stages.reference import teacher_forced
-
-        def build(out: Path) -> None:
-            graph = self.qdq(case, target).graph(CALIBRATION)
-            teacher_forced(graph, self.prepared(case), prompt_tokens, tokens).save(out)
-
-        qdq_entry = self.qdq_entry(case, target)
-        entry = self.entry(
-            products.QDQ_LOGITS, {"prompt_tokens": list(prompt_tokens), "tokens": list(tokens)}, build,
-            upstream=(qdq_entry.digest,), label=f"{case.name} {target.soc.name}-{target.backend}")
-        return Reference.load(entry.path).logits
-
-    def fp32_logits(self, case: ModelCase, prompt_tokens: list[int],
-                    tokens: list[int]) -> np.ndarray:
-        """fp32 logits (the calibration graph unquantized, teacher-forced) for each of
-        ``tokens`` after ``prompt_tokens``, as :meth:`qdq_logits` has the QDQ graph's."""
-        from pytest_qnn_genai.stages.reference import teacher_forced
-
-        def build(out: Path) -> None:
-            prepared = self.prepared(case)
-            teacher_forced(prepared.graphs[CALIBRATION], prepared, prompt_tokens,
-                           tokens).save(out)
-
-        entry = self.entry(
-            products.FP32_LOGITS, {"case": case.build_fingerprint(),
-                            "prompt_tokens": list(prompt_tokens), "tokens": list(tokens)},
-            build, label=case.name)
-        return Reference.load(entry.path).logits
-
     def target_logits(self, case: ModelCase, target: Target, pte: Path, ids: list[int],
                       digest: str | None = None) -> np.ndarray:
         """The target's logits of every position of ``ids`` fed to ``pte`` as one prompt (row i
@@ -381,28 +326,6 @@ class Pipeline:
                             lambda out: graph_encodings(graph).save(out),
                             label=f"{graph.parent.parent.name}/{graph.name}")
         return GraphEncodings.load(entry.file(ENCODINGS_FILE))
-
-    def transformers_logits(self, case: ModelCase, tokens: Sequence[int]) -> np.ndarray:
-        """transformers' fp32 logits of one causal pass over ``tokens`` (the independent
-        reference, :mod:`pytest_qnn_genai.models.hf`), cached: loading transformers' model costs
-        seconds. The key holds every file of the case's folder (the llama3 cases' HF copy too)
-        and transformers' version."""
-        from pytest_qnn_genai.files import file_sha256
-        from pytest_qnn_genai.models import hf
-        from pytest_qnn_genai.sdk.versions import dist_version
-
-        def build(out: Path) -> None:
-            if case.name not in self._transformers:
-                self._transformers[case.name] = hf.reference_model(case)
-            np.save(out / "logits.npy", hf.logits(self._transformers[case.name], list(tokens)))
-
-        files = {p.name: file_sha256(p) for p in sorted(case.folder.iterdir()) if p.is_file()}
-        entry = self.entry(
-            products.TRANSFORMERS_LOGITS, {"case": case.build_fingerprint(), "folder_sha256": files,
-                                    "transformers": dist_version("transformers"),
-                                    "tokens": list(tokens)}, build, label=case.name)
-        logits: np.ndarray = np.load(entry.file("logits.npy"))
-        return logits
 
 
 def _build_s(entry: CacheEntry) -> float:
