@@ -263,9 +263,10 @@ def build_genai_qdq(case: ModelCase, target: Target, out: Path,
 
 def run_unadjusted(case: ModelCase, target: Target, artifact_dir: Path,
                    use_cache_off: bool = False) -> None:
-    """Upstream's default path (no extra_options, the case folder as it is; ``use_cache_off``:
-    only the use_cache adjustment): raises what upstream raises, as :class:`GenAIStageFailed`."""
-    folder = model_folder(case, artifact_dir / "model") if use_cache_off else case.folder
+    """Upstream's default path (no extra_options, the case's Hugging Face folder as it is;
+    ``use_cache_off``: only the use_cache adjustment): raises what upstream raises, as
+    :class:`GenAIStageFailed`."""
+    folder = model_folder(case, artifact_dir / "model") if use_cache_off else case.hf_folder
     run_front_half(case, target, folder, artifact_dir, None)
 
 

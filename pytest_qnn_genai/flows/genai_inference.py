@@ -93,7 +93,7 @@ def run_inference_stage(case: ModelCase, target: Target, pte: Path, generate: Ge
     config built as ``GenAIPipeline`` builds it (the artifacts, the context's prompt and SoC);
     its ``InferenceOutputConfig``. A stage failure is upstream's ``StageError``."""
     adapter = HarnessRunnerAdapter(generate, case.eval_prompt, case.max_new_tokens)
-    context = (upstream("PipelineContext").builder().with_model(str(case.folder))
+    context = (upstream("PipelineContext").builder().with_model(str(case.hf_folder))
                .with_soc(target.soc.name).with_prompt(case.eval_prompt)
                .with_artifact_dir(str(artifact_dir)).build())
     stage = upstream("InferenceStage")(upstream("ExecuTorchInferenceStrategy")(adapter))

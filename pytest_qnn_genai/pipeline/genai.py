@@ -19,6 +19,7 @@ from pytest_qnn_genai.files import file_sha256
 from pytest_qnn_genai.flows import genai_front
 from pytest_qnn_genai.pipeline import products
 from pytest_qnn_genai.pipeline.core import Pipeline
+from pytest_qnn_genai.pipeline.references import folder_sha256
 from pytest_qnn_genai.sdk.versions import dist_version
 
 if TYPE_CHECKING:
@@ -33,10 +34,10 @@ def genai_qdq(pipeline: Pipeline, case: ModelCase, target: Target,
     """genai's front half on ``case`` for ``target``'s builds (``prompts``: calibrate on these
     instead of the case's): the entry and what it holds."""
     target = pipeline.build_target(target)
-    files = {p.name: file_sha256(p) for p in sorted(case.folder.iterdir()) if p.is_file()}
     inputs: dict[str, object] = {
-        "case": case.build_fingerprint(), "folder_sha256": files, "soc": target.soc.name,
-        "backend": target.backend, "prompts": list(prompts) if prompts is not None else None,
+        "case": case.build_fingerprint(), "folder_sha256": folder_sha256(case),
+        "soc": target.soc.name, "backend": target.backend,
+        "prompts": list(prompts) if prompts is not None else None,
         "executorch": dist_version("executorch"), "transformers": dist_version("transformers")}
     entry = pipeline.entry(
         products.GENAI_QDQ, inputs,

@@ -33,6 +33,17 @@ if TYPE_CHECKING:
 CASE_FILE = "case.json"  # a case folder's spec (models/case.py reads it)
 
 
+def folder_sha256(case: ModelCase) -> dict[str, str]:
+    """The sha256 of each file of the case's folder but its ``case.json``, whose build settings
+    are the case's fingerprint already (its run and judge settings build nothing): a key input
+    of what reads the folder's model files beside the fingerprint (a GGUF case's import is in the
+    fingerprint)."""
+    from pytest_qnn_genai.files import file_sha256
+
+    return {p.name: file_sha256(p) for p in sorted(case.folder.iterdir())
+            if p.is_file() and p.name != CASE_FILE}
+
+
 class References:
     """The reference products; the Pipeline provides the builds they read."""
 
@@ -109,7 +120,6 @@ class References:
         seconds. The key holds every file of the case's folder (the llama3 cases' HF copy too)
         but its ``case.json``, whose build settings are the case's fingerprint (a perf or judge
         setting rebuilds nothing), and transformers' version."""
-        from pytest_qnn_genai.files import file_sha256
         from pytest_qnn_genai.models import hf
         from pytest_qnn_genai.sdk.versions import dist_version
 
@@ -118,8 +128,7 @@ class References:
                 self._transformers[case.name] = hf.reference_model(case)
             np.save(out / "logits.npy", hf.logits(self._transformers[case.name], list(tokens)))
 
-        files = {p.name: file_sha256(p) for p in sorted(case.folder.iterdir())
-                 if p.is_file() and p.name != CASE_FILE}
+        files = folder_sha256(case)
         entry = self.entry(
             products.TRANSFORMERS_LOGITS, {"case": case.build_fingerprint(), "folder_sha256": files,
                                     "transformers": dist_version("transformers"),
