@@ -80,7 +80,7 @@ def test_an_upstream_stage_failure_is_remembered_under_the_build_key(tmp_path) -
     folder = tmp_path / "broken"
     folder.mkdir()
     (folder / "config.json").write_text("{}")  # no model_type: AutoModelForCausalLM refuses it
-    case = SimpleNamespace(folder=folder, eval_prompt="Once upon a time")
+    case = SimpleNamespace(folder=folder, hf_folder=folder, eval_prompt="Once upon a time")
     calls: list[int] = []
 
     def build(out) -> None:  # noqa: ANN001

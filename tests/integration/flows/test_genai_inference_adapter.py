@@ -18,7 +18,8 @@ from pytest_qnn_genai.flows.genai_inference import (
 from pytest_qnn_genai.runtime.result import PerfStats, RunResult
 from pytest_qnn_genai.targets import Target, soc
 
-CASE = SimpleNamespace(folder=Path("."), eval_prompt="Once upon a time", max_new_tokens=3)
+CASE = SimpleNamespace(folder=Path("."), hf_folder=Path("."), eval_prompt="Once upon a time",
+                       max_new_tokens=3)
 
 
 def _run(pte: Path, prompt: str, n: int) -> RunResult:
