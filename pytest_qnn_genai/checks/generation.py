@@ -26,6 +26,7 @@ import numpy as np
 from pytest_qnn_genai import figures
 from pytest_qnn_genai.checks import ties
 from pytest_qnn_genai.checks.parity import Check
+from pytest_qnn_genai.sequences import first_difference
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -49,8 +50,7 @@ def judged_generation(run: RunResult, decoded: str,
     kv, hybrid = run.text, run.extra.get("hybrid_text")
     eos = run.extra.get("eos_piece")
     ids_text = decoded.removesuffix(eos) if isinstance(eos, str) and eos else decoded
-    first = next((i for i, (a, b) in enumerate(zip(ids_text, kv)) if a != b),
-                 min(len(ids_text), len(kv)))
+    first = first_difference(ids_text, kv)
     rows = [
         Check("runner's kv-mode text = the judged ids decoded", kv, ids_text,
               "" if kv == ids_text else f"char {first}", ok=kv == ids_text,
@@ -150,7 +150,7 @@ def lookahead_matches_hybrid(lookahead: RunResult, hybrid: RunResult) -> list[Ch
     ``new`` the lookahead run's, ``delta`` the first differing character) and the tokens each
     run produced."""
     la, hy = lookahead.text, hybrid.text
-    first = next((i for i, (a, b) in enumerate(zip(la, hy)) if a != b), min(len(la), len(hy)))
+    first = first_difference(la, hy)
     same = la == hy
     produced = [r.extra.get("produced", r.perf.generated_tokens) for r in (lookahead, hybrid)]
     return [
@@ -217,9 +217,8 @@ def inference_matches_run(run: RunResult, prompt_ids: Sequence[int], tokens: Seq
     ours = [int(t) for t in mine] if isinstance(mine, list) else list(run.tokens)
 
     def where(theirs: Sequence[int], ours: Sequence[int]) -> str:
-        first = next((i for i, (a, b) in enumerate(zip(ours, theirs)) if a != b),
-                     min(len(ours), len(theirs)))
-        return "" if list(theirs) == list(ours) else f"first differs at {first}"
+        same = list(theirs) == list(ours)
+        return "" if same else f"first differs at {first_difference(ours, theirs)}"
 
     return [
         Check("genai inference: prompt ids", len(run.prompt_tokens), len(prompt_ids),

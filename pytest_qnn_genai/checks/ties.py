@@ -30,6 +30,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from pytest_qnn_genai.sequences import first_difference
+
 NEAR_TIE_SIGMAS = 3.0  # a swap within 3 standard deviations of the row's noise is a near tie
 
 
@@ -99,7 +101,7 @@ def first_parting(reference: Sequence[int], tokens: Sequence[int], logits: np.nd
     if list(tokens) == list(reference):
         return None
     n = min(len(tokens), len(reference))
-    at = next((i for i in range(n) if int(tokens[i]) != int(reference[i])), n)
+    at = first_difference([int(t) for t in tokens], [int(t) for t in reference])
     if logits is None or noise is None or at == n:
         return Parting(at, int(reference[at]) if at < len(reference) else -1,
                        int(tokens[at]) if at < len(tokens) else -1, math.inf, 0.0)

@@ -15,6 +15,7 @@ from typing import Protocol
 
 from pytest_qnn_genai import figures
 from pytest_qnn_genai.golden.accepted import AcceptedRecord, Measured, Value, value_of
+from pytest_qnn_genai.sequences import first_difference
 
 _EPS = 1e-12
 
@@ -44,7 +45,7 @@ def _number_change(m: Measured, old: float, new: float) -> tuple[str, str]:
 
 
 def _tokens_change(old: tuple[int, ...], new: tuple[int, ...]) -> str:
-    at = next((i for i, (a, b) in enumerate(zip(old, new)) if a != b), min(len(old), len(new)))
+    at = first_difference(old, new)
     if at < min(len(old), len(new)):
         return (f"token {at} is {new[at]}, accepted {old[at]} (accepted "
                 f"{list(old[at:at + 6])}, now {list(new[at:at + 6])})")

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from pytest_qnn_genai import figures
 from pytest_qnn_genai.golden import updates
+from pytest_qnn_genai.sequences import first_difference
 
 SUBDIR = "continuations"
 
@@ -62,11 +63,6 @@ def update(path: Path, new: Continuation, *, allow_write: bool) -> updates.Updat
     return updates.write(path, text, allow_write=allow_write)
 
 
-def _first_difference(expected: Continuation, tokens: list[int]) -> int:
-    return next((i for i, (a, b) in enumerate(zip(tokens, expected.tokens)) if a != b),
-                min(len(tokens), len(expected.tokens)))
-
-
 def judge(expected: Continuation, tokens: list[int], source: str,
           excuse: str = "") -> figures.Figure:
     """The run report's figure: how many leading tokens follow the golden continuation, judged
@@ -76,7 +72,7 @@ def judge(expected: Continuation, tokens: list[int], source: str,
     same = tokens == expected.tokens or bool(excuse)
     where = f"all {len(expected.tokens)} tokens of {source}" + (
         f", or a near tie where they part ({excuse})" if excuse else "")
-    return figures.Figure("continuation_tokens_as_golden", _first_difference(expected, tokens),
+    return figures.Figure("continuation_tokens_as_golden", first_difference(tokens, expected.tokens),
                           figures.PASS if same else figures.FAIL, where, figures.EQUAL,
                           float(len(expected.tokens)), figures.HIGHER, len(expected.tokens),
                           "leading tokens equal to the golden continuation")
@@ -88,7 +84,7 @@ def mismatch(expected: Continuation, tokens: list[int], text: str,
     the caller found there), or None."""
     if tokens == expected.tokens:
         return None
-    at = _first_difference(expected, tokens)
+    at = first_difference(tokens, expected.tokens)
     return (f"continuation differs from token {at} on{f' ({why})' if why else ''} (got "
             f"{len(tokens)} tokens, golden {len(expected.tokens)}):\n  golden: "
             f"{expected.text!r}\n  got:    {text!r}")

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pytest_qnn_genai.files import write_text_atomic
+from pytest_qnn_genai.sequences import first_difference
 
 _SHOWN = 72  # characters of a value a change line shows
 
@@ -118,8 +119,7 @@ def _json_changes(where: str, old: object, new: object) -> Iterator[Change]:
         for key, value in old.items():
             yield from _json_changes(f"{where}.{key}" if where else str(key), value, _ABSENT)
     elif isinstance(old, list) and isinstance(new, list) and old != new:
-        first = next((i for i, (a, b) in enumerate(zip(old, new)) if a != b),
-                     min(len(old), len(new)))
+        first = first_difference(old, new)
         yield Change(f"{where}[{first}:] (of {len(old)} -> {len(new)})", _show(old[first:]),
                      _show(new[first:]))
     elif old != new or type(old) is not type(new):
