@@ -63,7 +63,7 @@ def _table(rows: list[tuple[str, str]]) -> str:
     return "\n".join(f"{k.ljust(width)}  {v}" for k, v in rows)
 
 
-def _emulator_pipeline(cache_dir: Path) -> Pipeline:
+def emulator_pipeline(cache_dir: Path) -> Pipeline:
     """A pipeline on ``cache_dir`` with the emulator SDK found (or provisioned) and activated."""
     import executorch.runtime  # noqa: F401  (before the SDK preload: see host_runner)
 
@@ -86,7 +86,7 @@ def overhead(cache_dir: Path, rounds: int, max_new_tokens: int) -> list[tuple[st
     from pytest_qnn_genai.runtime.host_runner import HybridRunner
     from pytest_qnn_genai.targets import Target, soc
 
-    pipeline = _emulator_pipeline(cache_dir)
+    pipeline = emulator_pipeline(cache_dir)
     case, target = available()["stories260k"], Target(soc("SM8650"))
     ptes = {"new": pipeline.pte(case, target).pte}  # built if not cached (minutes)
     if pipeline.cached_entry("legacy", case, target) is not None:  # never built here
@@ -183,7 +183,7 @@ def build_cpu(soc_name: str, models: str | None) -> list[tuple[str, str]]:
     name = models or "stories260k"
     rows = []
     with tempfile.TemporaryDirectory(prefix="bench-build-cpu-") as fresh:
-        pipeline = _emulator_pipeline(Path(fresh))
+        pipeline = emulator_pipeline(Path(fresh))
         case, target = available()[name], Target(soc(soc_name))
         builds = [("new flow: quantize + compile (in process)", lambda: pipeline.pte(case, target)),
                   ("llama.py build (subprocess)",
