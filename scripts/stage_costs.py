@@ -14,8 +14,7 @@ benchmark`), medians over the rounds. ``os.wait4`` gives each process's CPU seco
 (Linux counts the descendants it reaped: llama.py's subprocess is in them), the cache statistics
 the cache MB it wrote. A stage already in the cache costs nothing and says "hit": measure on an
 empty cache (the default, a new temporary folder) for a cold table. The rates want the cores to
-themselves: a build beside them slows them, which is why they are measured in the same sitting
-as every case's and compared only within it.
+themselves: a build beside them slows them, so rates compare only within one run of this script.
 
 Why a process per stage: builds that share a process share its peak RSS, and the prebuild runs
 two at a time; measured together the table would give every stage the largest one's memory.

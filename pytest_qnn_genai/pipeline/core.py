@@ -18,6 +18,7 @@ from pytest_qnn_genai.flows import registry as flows
 from pytest_qnn_genai.flows.base import BuildRequest, Flow, FlowArtifacts
 from pytest_qnn_genai.models.registry import ModelCase
 from pytest_qnn_genai.pipeline import outputs, products
+from pytest_qnn_genai.pipeline.outputs import RunnerRequest
 from pytest_qnn_genai.pipeline.products import Build, Need
 from pytest_qnn_genai.pipeline.references import References
 from pytest_qnn_genai.runtime.result import RunResult
@@ -161,7 +162,8 @@ class Pipeline(References):
         ``prompt_ids``: the ids to run (upstream's runners), instead of ``prompt`` encoded.
         A lookahead ``case`` (:attr:`ModelCase.is_lookahead`) runs with ``--eval_mode 2`` and
         its window/ngram/gcap: only upstream's runners decode it. ``judged``: only the outputs
-        matter, not the speed: on the emulator a kept product (:mod:`.outputs`)."""
+        matter, not the speed: on the emulator and upstream's x86 runner a kept product
+        (:mod:`.outputs`); a phone's runs are never kept."""
         prompt = prompt if prompt is not None else case.eval_prompt
         n = max_new_tokens or case.max_new_tokens
         version = self.decoder_model_version(case)
@@ -180,10 +182,26 @@ class Pipeline(References):
                 return outputs.generation(self, case, target, pte, prompt, n, version)
             return run(pte, case.path("tokenizer_model"), prompt, target, n,
                        decoder_model_version=version)
-        return device.generate(pte, case.path("tokenizer_model"), case.path("tokenizer_bin"),
-                               prompt, n, target, digest, logits=logits,
-                               decoder_model_version=version, runner_prompt=runner_prompt,
-                               prompt_ids=prompt_ids, lookahead=case.lookahead)
+        request = RunnerRequest(prompt, n, logits, version, runner_prompt, prompt_ids,
+                                case.lookahead)
+        return self._on_runner(device, case, target, pte, digest, request, judged)
+
+    def _on_runner(self, device: DeviceSession, case: ModelCase, target: Target, pte: Path,
+                   digest: str | None, request: RunnerRequest, judged: bool) -> RunResult:
+        """``request`` run by qnn_llama_runner on ``device``; when ``judged`` and the runner is
+        upstream's on this machine (the x86-runner target), a kept product (:mod:`.outputs`)."""
+        def generate() -> RunResult:
+            return device.generate(
+                pte, case.path("tokenizer_model"), case.path("tokenizer_bin"), request.prompt,
+                request.max_new_tokens, target, digest, logits=request.logits,
+                decoder_model_version=request.decoder_model_version,
+                runner_prompt=request.runner_prompt, prompt_ids=request.prompt_ids,
+                lookahead=request.lookahead)
+
+        if judged and target.is_x86_runner:
+            return outputs.runner_generation(self, case, target, pte, [device.runner, *device.libs],
+                                             request, generate)
+        return generate()
 
     def decoder_model_version(self, case: ModelCase) -> str:
         """The runner's ``--decoder_model_version`` for ``case`` (llama.py's model config),
@@ -303,15 +321,14 @@ class Pipeline(References):
         """The target's logits of every position of ``ids`` fed to ``pte`` as one prompt (row i
         predicts the token after ``ids[i]``): the emulator's prompt processor in this process,
         elsewhere the runner's kv-mode logits dump (its prompt rows and the first generated
-        token's), as llama.py's ``TaskEval`` reads a device's. The emulator's are a kept product
-        (:mod:`.outputs`); a device's runs are never kept."""
+        token's), as llama.py's ``TaskEval`` reads a device's. The emulator's and upstream's x86
+        runner's are kept products (:mod:`.outputs`); a phone's runs are never kept."""
         device = self._device(target)
         if device is None:
             return outputs.prompt_logits(self, target, pte, ids, label=case.name)
-        run = device.generate(pte, case.path("tokenizer_model"), case.path("tokenizer_bin"),
-                              "", 1, target, digest, logits=True,
-                              decoder_model_version=self.decoder_model_version(case),
-                              prompt_ids=list(ids))
+        request = RunnerRequest("", 1, True, self.decoder_model_version(case),
+                                prompt_ids=[int(i) for i in ids])
+        run = self._on_runner(device, case, target, pte, digest, request, judged=True)
         if run.prompt_logits is None or run.logits is None:
             raise RuntimeError(f"{target.id}: the run gave no prompt logits")
         return np.concatenate([run.prompt_logits, run.logits[:1]])

@@ -9,15 +9,23 @@ on one input are bit-identical. So a warm rerun re-judges a program's outputs wi
 emulator again, and two flows whose programs are the same bytes share one run (a program that
 differs by a byte gets its own).
 
+Upstream's x86 runners (the x86-runner target: ``qnn_llama_runner`` on QNN's x86 HTP simulator
+on this machine) are kept the same way (:func:`runner_generation`): their outputs are a function
+of the program, the request (prompt or ids, length, mode), the case's tokenizer files, the
+runner binary and the QNN libraries it loads, all digested into the key;
+``tests/integration/runners/test_runner_outputs.py`` holds their premise, two runs of one request
+bit-identical.
+
 Hazards. Speed is never read from here: a kept :class:`RunResult` carries the perf of the run
 that made it (``extra["outputs_from"]`` names the entry), and the perf suites time their own runs
 (:meth:`Pipeline.run_pte <pytest_qnn_genai.pipeline.Pipeline.run_pte>` without ``judged``). A
-runtime that stopped being deterministic would make a kept run hide a flaky one: the test above
-is what licenses keeping them. A phone's and upstream's runners' runs are never kept: they are
-the device's.
+runtime that stopped being deterministic would make a kept run hide a flaky one: the tests above
+are what license keeping them. A phone's runs are never kept: they are the device's, and what
+the gate tests there is that very phone.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from pathlib import Path
@@ -36,7 +44,7 @@ if TYPE_CHECKING:
     from pytest_qnn_genai.models.registry import ModelCase
     from pytest_qnn_genai.targets import Target
 
-RUN_FILE, LOGITS_FILE = "run.json", "logits.npy"
+RUN_FILE, LOGITS_FILE, PROMPT_LOGITS_FILE = "run.json", "logits.npy", "prompt_logits.npy"
 
 
 class Entries(Protocol):
@@ -45,6 +53,21 @@ class Entries(Protocol):
 
     def entry(self, product: str, inputs: dict[str, object], build: Callable[[Path], object],
               upstream: Sequence[str] = (), label: str = "") -> CacheEntry: ...
+
+
+@dataclasses.dataclass(frozen=True)
+class RunnerRequest:
+    """One call of ``qnn_llama_runner`` as the harness makes it (the arguments of
+    :meth:`DeviceSession.generate <pytest_qnn_genai.devices.session.DeviceSession.generate>`
+    besides the program and the tokenizer files): part of a kept run's key."""
+
+    prompt: str
+    max_new_tokens: int
+    logits: bool
+    decoder_model_version: str
+    runner_prompt: bool = False
+    prompt_ids: list[int] | None = None
+    lookahead: tuple[int, int, int] | None = None
 
 
 _digests: dict[tuple[str, int, int], str] = {}  # (path, size, mtime_ns) -> sha256
@@ -60,24 +83,27 @@ def file_digest(path: Path) -> str:
 
 
 def save_run(result: RunResult, out: Path) -> None:
-    """``result`` as ``run.json`` and, when it has them, its logits as ``logits.npy``."""
+    """``result`` as ``run.json`` and, when it has them, its logits as ``logits.npy`` and its
+    prompt positions' logits as ``prompt_logits.npy``."""
     data = {"prompt_tokens": result.prompt_tokens, "tokens": result.tokens, "text": result.text,
             "perf": result.perf.to_dict(), "device": result.device, "extra": result.extra}
     (out / RUN_FILE).write_text(json.dumps(data, indent=1))
-    if result.logits is not None:
-        np.save(out / LOGITS_FILE, np.ascontiguousarray(result.logits))
+    for name, rows in ((LOGITS_FILE, result.logits), (PROMPT_LOGITS_FILE, result.prompt_logits)):
+        if rows is not None:
+            np.save(out / name, np.ascontiguousarray(rows))
 
 
 def load_run(folder: Path, source: str) -> RunResult:
     """A kept generation, saying where it came from (``extra["outputs_from"]``)."""
     data = json.loads((folder / RUN_FILE).read_text())
-    logits = folder / LOGITS_FILE
+    logits, prompt_logits = folder / LOGITS_FILE, folder / PROMPT_LOGITS_FILE
     return RunResult(
         prompt_tokens=[int(t) for t in data["prompt_tokens"]],
         tokens=[int(t) for t in data["tokens"]], text=str(data["text"]),
         perf=PerfStats(**data["perf"]),
         logits=np.load(logits) if logits.is_file() else None, device=str(data["device"]),
-        extra={**data["extra"], "outputs_from": source})
+        extra={**data["extra"], "outputs_from": source},
+        prompt_logits=np.load(prompt_logits) if prompt_logits.is_file() else None)
 
 
 def generation(pipeline: Entries, case: ModelCase, target: Target, pte: Path, prompt: str,
@@ -98,6 +124,24 @@ def generation(pipeline: Entries, case: ModelCase, target: Target, pte: Path, pr
 
     entry = pipeline.entry(products.TARGET_RUN, inputs, build, label=case.name)
     return load_run(entry.path, f"{products.TARGET_RUN} {entry.key}")
+
+
+def runner_generation(pipeline: Entries, case: ModelCase, target: Target, pte: Path,
+                      runtime: Sequence[Path], request: RunnerRequest,
+                      run: Callable[[], RunResult]) -> RunResult:
+    """What ``run`` (one call of upstream's x86 runner on ``pte``, as ``request`` says: prompt or
+    ids, length, logits, mode) gives, run once per program, request, tokenizer files and
+    ``runtime`` (the runner binary and the libraries it loads, by content)
+    (:data:`products.RUNNER_RUN`)."""
+    tokenizers = [case.path(name) for name in ("tokenizer_model", "tokenizer_bin")]
+    inputs: dict[str, object] = {
+        "program": file_digest(pte),
+        "tokenizers": [file_digest(t) for t in tokenizers if t.is_file()],
+        "runtime": {Path(f).name: file_digest(Path(f)) for f in runtime},
+        "request": dataclasses.asdict(request), "target": target.id}
+    entry = pipeline.entry(products.RUNNER_RUN, inputs, lambda out: save_run(run(), out),
+                           label=case.name)
+    return load_run(entry.path, f"{products.RUNNER_RUN} {entry.key}")
 
 
 def prompt_logits(pipeline: Entries, target: Target, pte: Path, ids: Sequence[int],

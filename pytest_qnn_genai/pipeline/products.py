@@ -277,6 +277,7 @@ GENAI_QDQ = "genai-qdq"  # upstream genai_pipeline's model preparation and quant
 QDQ_WINDOW_LOGITS = "qdq-window-logits"  # any QDQ graph on the flows' comparison windows
 TARGET_RUN = "target-run"  # a program's judged generation on the emulator (pipeline/outputs.py)
 TARGET_LOGITS = "target-logits"  # a program's logits of a token sequence on the emulator
+RUNNER_RUN = "runner-run"  # a program's judged run on upstream's x86 runner (pipeline/outputs.py)
 # the token sets of the logits products: the fp32 continuation of the eval prompt, or every
 # held-out window (:func:`pytest_qnn_genai.checks.perplexity.heldout_documents`)
 EVAL = ""
@@ -328,6 +329,7 @@ def _builtin() -> dict[str, Product]:
         # their inputs and the runtime in the key; the cache's versions carry QAIRT's)
         Product(TARGET_RUN, Per.CASE_TARGET, "", ("pytest_qnn_genai.runtime.run",)),
         Product(TARGET_LOGITS, Per.CASE_TARGET, "", ("pytest_qnn_genai.runtime.run",)),
+        Product(RUNNER_RUN, Per.CASE_TARGET, "", ("pytest_qnn_genai.devices.llama_runs",)),
         Product(QDQ_ENCODINGS, Per.CASE_TARGET, _MAKERS + "qdq_encodings",
                 ("pytest_qnn_genai.checks.encodings",),
                 built_from=lambda need: (need.on(product=need.arg, arg=""),)),

@@ -32,9 +32,9 @@ def test_the_runners_own_prompt_path_reads_the_harness_ids(qnn_pipeline, qnn_cas
                             qnn_case.eval_prompt)
     n = qnn_case.max_new_tokens
     by_text = qnn_pipeline.run_pte(qnn_case, qnn_target, qnn_pte.pte, qnn_case.eval_prompt, n,
-                                   runner_prompt=True, logits=True)
+                                   runner_prompt=True, logits=True, judged=True)
     by_ids = qnn_pipeline.run_pte(qnn_case, qnn_target, qnn_pte.pte, formatted, n,
-                                  prompt_ids=ids, logits=True)
+                                  prompt_ids=ids, logits=True, judged=True)
     checks = runner_reads_harness_prompt(by_text, by_ids, ids, formatted)
     qnn_record("gate", checks)
     assert all(c.ok for c in checks), parity.failures(checks)
