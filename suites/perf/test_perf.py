@@ -292,8 +292,9 @@ def test_ab_accuracy_deltas(qnn_ab_pair, qnn_pipeline, qnn_sdk, qnn_case, qnn_ta
     prepared = qnn_pipeline.prepared(qnn_case)
     kept = {}
     for name in (a, b):
-        run = qnn_pipeline.run_pte(qnn_case, qnn_target,
-                                   qnn_pipeline.variant_pte(qnn_case, name, qnn_target))
+        run = qnn_pipeline.run_pte(qnn_case, qnn_target,  # its outputs, not its speed
+                                   qnn_pipeline.variant_pte(qnn_case, name, qnn_target),
+                                   judged=True)
         kept[name] = numerics.accuracy_vs_reference(run, prepared.reference_logits)
     checks = agreement.ab_accuracy(a, b, kept[a], kept[b], AB_MAX_SQNR_LOSS_DB,
                                    AB_MAX_AGREEMENT_LOSS, AB_BOUND_SOURCE)
