@@ -32,7 +32,7 @@ build-cpu  how many cores one build keeps busy: the new flow's quantize + compil
 threads    what torch's threads cost when processes share the cores: one torch workload (matmuls
            and a reduction) alone, then in as many processes at once as there are cores, with
            torch's default threads and with one thread each: wall and CPU seconds per process
-           (the measurement behind ``pytest_qnn_genai/plugin/threads.py``).
+           (the measurement behind ``pytest_qnn_genai/threads.py``).
 """
 from __future__ import annotations
 

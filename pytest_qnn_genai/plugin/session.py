@@ -21,12 +21,13 @@ from typing import TYPE_CHECKING, TypedDict
 
 import pytest
 
+from pytest_qnn_genai import threads
 from pytest_qnn_genai.cache import ArtifactCache, CacheStats
 from pytest_qnn_genai.cache.configured import open_cache
 from pytest_qnn_genai.checks.parity import ParityTable
 from pytest_qnn_genai.figures import FAIL, problem
 from pytest_qnn_genai.models import registry
-from pytest_qnn_genai.plugin import marks, options, order, prebuild, threads
+from pytest_qnn_genai.plugin import marks, options, order, prebuild
 from pytest_qnn_genai.report.results import Header, Record, RecordDict, ResultsFile, ResultsFileError
 from pytest_qnn_genai.sdk import QnnSdk, SdkError, activate, resolve_sdk
 from pytest_qnn_genai.sdk.versions import dist_version, stack
@@ -185,8 +186,9 @@ class QnnSession:
 
     def modify_items(self, items: list[pytest.Item]) -> None:
         """Run the measurements last (``order``); skip what the marks exclude; check perf goldens
-        and phones when tests need them; then share the cores among the run's processes
-        (``threads``) and start building ahead what the selected tests need."""
+        and phones when tests need them; then pin the run's torch threads (:mod:`~pytest_qnn_genai.
+        threads`, inherited by the prebuild) and start building ahead what the selected tests
+        need."""
         order.measurements_last(items)
         for item in items:
             excluded = marks.exclusion(item, self.settings)
@@ -205,7 +207,7 @@ class QnnSession:
                     and any(_drives_phone(item) for item in items)):
                 self.check_devices()
         if not self.config.option.collectonly:  # before the prebuild starts: it inherits this
-            threads.share_cores((self.workers or 1) + (1 if self.settings.prebuild else 0))
+            threads.pin()
         self.prebuild = prebuild.start(self.config, self.settings, items,
                                        session_start=self.started,
                                        rebuild_before=self.rebuild_before)

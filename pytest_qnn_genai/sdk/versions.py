@@ -5,6 +5,7 @@ from importlib import metadata
 
 import pytest_qnn_genai
 from pytest_qnn_genai.sdk.loader import QnnSdk
+from pytest_qnn_genai.threads import THREADS
 
 
 def dist_version(dist: str) -> str:
@@ -23,7 +24,8 @@ SHAPING_DISTS = ("torch", "executorch", "torchao", "onnxruntime-qnn")
 def stack(sdk: QnnSdk) -> dict[str, str]:
     """The versions that shape an artifact (a cache-key input), also shown in headers and reports:
     :data:`SHAPING_DISTS`, QAIRT with the SDK kind, the SDK folder (for the emulator SDK its name
-    carries the ABI adapter's digest) and this package's version."""
+    carries the ABI adapter's digest), this package's version and the torch threads every build
+    computes with (:mod:`pytest_qnn_genai.threads`)."""
     return {**{d: dist_version(d) for d in SHAPING_DISTS},
             "qairt": f"{sdk.qairt_version}-{sdk.kind}", "qnn_sdk": sdk.root.name,
-            "pytest-qnn-genai": pytest_qnn_genai.__version__}
+            "pytest-qnn-genai": pytest_qnn_genai.__version__, "torch_threads": str(THREADS)}
