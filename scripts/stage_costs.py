@@ -126,13 +126,15 @@ def rates(case_name: str, soc_name: str, backend: str, settings: Settings) -> di
     from pytest_qnn_genai.perf.benchmark import Minimum, generation_for
     from pytest_qnn_genai.perf.benchmark import measure as measure_rounds
     from pytest_qnn_genai.runtime.result import RunResult
+    from pytest_qnn_genai.stages import gguf_import
     from pytest_qnn_genai.stages.compile import PteArtifacts
     from pytest_qnn_genai.targets import Target, soc
     from scripts.bench_harness import emulator_pipeline
 
+    pipeline = emulator_pipeline(settings.cache_dir)
+    gguf_import.install(lambda: pipeline.cache)  # a GGUF case's files, as the prebuild's
     (case,) = registry.select([case_name])
     target = Target(soc(soc_name), backend)
-    pipeline = emulator_pipeline(settings.cache_dir)
     entry = pipeline.cached_entry("new", case, target)
     if entry is None:
         raise SystemExit(f"rates {case_name}: the staged .pte is not in the cache (measure the "
