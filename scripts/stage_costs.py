@@ -164,8 +164,8 @@ def main() -> int:
     parser.add_argument("--rates-of", help=argparse.SUPPRESS)  # the rates stage's own process
     parser.add_argument("--out", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    defaults = resolve(lambda name: None, lambda name: None, ROOT, environ=dict(os.environ))
     if args.rates_of:
-        defaults = resolve(lambda name: None, lambda name: None, ROOT, environ=dict(os.environ))
         settings = dataclasses.replace(defaults, cache_dir=args.cache)
         measured = rates(args.rates_of, args.soc, args.backend, settings)
         args.out.write_text(json.dumps({"rates": measured}))
@@ -176,7 +176,6 @@ def main() -> int:
     if unknown := [n for n in names if n not in STAGES]:
         parser.error(f"--stages: {', '.join(unknown)}: not one of {', '.join(STAGES)}")
     cache = args.cache or Path(tempfile.mkdtemp(prefix="stage-costs-"))
-    defaults = resolve(lambda name: None, lambda name: None, ROOT, environ=dict(os.environ))
     settings = dataclasses.replace(defaults, cache_dir=cache)
     resolve_sdk(settings.qnn_sdk, cache)  # provisioned here, not on the first stage's clock
     print("| case | stage | wall s | CPU s | peak RSS MB | cache MB | prompt tok/s | decode tok/s |")
