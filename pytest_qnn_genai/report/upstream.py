@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from pytest_qnn_genai import text
 from pytest_qnn_genai.checks.upstream_specs import UpstreamSpecsError, counterpart, llm_specs
 from pytest_qnn_genai.models import registry
 from pytest_qnn_genai.report.document import Cell, Section, Table
@@ -55,7 +56,7 @@ def sections(results: ResultsFile, cases: Mapping[str, registry.ModelCase] | Non
         for name, kind, field, words, asserts in ROWS:
             bound = specs.values.get(field or soc)
             ours = _figure(mine, kind, name)
-            rows.append([Cell(words), Cell("—" if ours is None else str(ours)),
+            rows.append([Cell(words), Cell(text.value(ours)),  # as the report shows every figure
                          Cell("—" if bound is None else f"{asserts} {bound}"),
                          Cell("info", verdict="info")])
         out.append(Section(f"{model} · {target} beside upstream's LlmSpecs[{pair.llm_specs!r}]",

@@ -45,7 +45,7 @@ def test_a_moved_table_or_a_damaged_counterpart_is_one_line(tmp_path: Path) -> N
     assert counterpart(tmp_path / "elsewhere") is None
 
 
-def _record(kind: str, model: str, **values: float) -> Record:
+def _record(kind: str, model: str, **values: float | int) -> Record:
     return Record(kind, model, "SM8650-htp-emulator", "SM8650", "htp", "x86-emulator",
                   [figures.Figure(name, value, figures.PASS, judge="x") for name, value in
                    values.items()])
@@ -53,16 +53,17 @@ def _record(kind: str, model: str, **values: float) -> Record:
 
 def test_the_report_sets_the_run_beside_upstream_as_info() -> None:
     run = ResultsFile(Header("2026-12-05T01:00:00+00:00", ["SM8650"], "htp", [], {}), [
-        _record("gate", "smollm2_135m", pte_bytes=150_000_000.0,
+        _record("gate", "smollm2_135m", pte_bytes=150_000_000,
                 target_vs_transformers_sqnr_db=21.5, target_word_perplexity=9.1),
-        _record("perf", "smollm2_135m", decode_tok_s=30.0),
+        _record("perf", "smollm2_135m", decode_tok_s=0.292115321610069),
         _record("gate", "stories260k", pte_bytes=1_354_368.0)])
     [section] = upstream.sections(run)  # stories260k has no upstream counterpart
     assert section.title == ("smollm2_135m · SM8650-htp-emulator beside upstream's "
                              "LlmSpecs['smollm2_135m']")
     md = render_summary(run)
-    assert "| .pte bytes | 150000000.0 | ≤ 210000000 | info |" in md
-    assert "| decode tok/s (upstream: on a phone of the SoC) | 30.0 | ≥ 214 | info |" in md
+    assert "| .pte bytes | 150000000 | ≤ 210000000 | info |" in md
+    # to the report's four significant digits, as every other figure of it
+    assert "| decode tok/s (upstream: on a phone of the SoC) | 0.2921 | ≥ 214 | info |" in md
     assert "upstream's entry: " + str(delegate_tests_file()) in md
     assert "weights: the Q4_1 GGUF" in md  # what differs, from the case's upstream.json
 
