@@ -11,7 +11,7 @@ flag.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -340,13 +340,15 @@ def resolve(getoption: Callable[[str], Raw], getini: Callable[[str], Raw], rootd
 
 # -- checks across options, once the cases are known ---------------------------------------
 
-def check_ab_pairs(pairs: tuple[tuple[str, str], ...],
-                    cases: list[ModelCase]) -> None:
-    """Every ``--qnn-ab`` name is a variant of some selected case (a case without it skips)."""
+def check_ab_pairs(pairs: tuple[tuple[str, str], ...], cases: Iterable[ModelCase]) -> None:
+    """Every ``--qnn-ab`` name is a variant of some case there is (``cases``: every case, not
+    only the selected ones), so a misspelt name is one line. A selected case without it skips
+    its pair, saying so: the nightly's standard pairs stay valid for a selection of cases that
+    declare none of them (``make nightly MODELS=smollm2_135m``)."""
     known = dict.fromkeys(n for c in cases for n in c.variant_names)
     for name in (n for pair in pairs for n in pair):
         if name not in known:
-            raise pytest.UsageError(f"--qnn-ab: no selected model case has a variant {name!r}; "
+            raise pytest.UsageError(f"--qnn-ab: no model case has a variant {name!r}; "
                                     f"variants: {', '.join(known)}")
 
 

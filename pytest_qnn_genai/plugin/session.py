@@ -67,7 +67,8 @@ class QnnSession:
         except registry.ModelCaseError as e:
             flags = "--models/--qnn-cases" if self.settings.case_dirs else "--models"
             raise pytest.UsageError(f"{flags}: {e}") from None
-        options.check_ab_pairs(self.settings.ab_pairs, cases)
+        options.check_ab_pairs(self.settings.ab_pairs,
+                               registry.available(self.settings.case_dirs).values())
         options.check_x86_runner(self.settings)
         if self.settings.shard is not None or len(cases) < len(
                 registry.select([], self.settings.case_dirs, nightly=self.settings.nightly)):

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from pytest_qnn_genai import figures
+from pytest_qnn_genai.models import registry
 from pytest_qnn_genai.perf.benchmark import (
     EXTRA_INFO,
     Minimum,
@@ -381,6 +382,7 @@ def test_qnn_ab_runs_a_declared_variant_pair(pytester: pytest.Pytester, qnn_sett
     assert "A/B ar8 vs new: logits SQNR vs fp32 dB" in result.stdout.str()
     bad = _perf_suite(pytester, qnn_settings.cache_dir, "--qnn-ab", "ar8:ar9")
     assert bad.ret == pytest.ExitCode.USAGE_ERROR
-    variants = ", ".join(case.variant_names)
+    variants = ", ".join(dict.fromkeys(n for c in registry.available().values()
+                                       for n in c.variant_names))
     assert [x for x in bad.errlines if x.strip()] == [
-        f"ERROR: --qnn-ab: no selected model case has a variant 'ar9'; variants: {variants}"]
+        f"ERROR: --qnn-ab: no model case has a variant 'ar9'; variants: {variants}"]

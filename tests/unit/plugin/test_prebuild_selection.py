@@ -84,3 +84,23 @@ def test_the_lookahead_test_plans_its_builds_on_upstreams_runners(pytester: pyte
     ahead = "stories260k@lookahead SM8650-htp"
     assert {f"legacy {ahead}", f"quantize {ahead}", f"new {ahead}"} <= set(steps)
     assert steps.index(f"quantize {ahead}") < steps.index(f"new {ahead}")
+
+
+def test_the_nightlys_variant_pairs_are_valid_for_a_case_that_declares_none(
+        pytester: pytest.Pytester) -> None:
+    """``make nightly MODELS=smollm2_135m`` passes the nightly's pairs ``ar8:new`` and
+    ``kv16:new`` to a case that declares neither (it was a usage error): they collect, their
+    items skip, and nothing is built for them; a misspelt variant is still one line."""
+    pairs = ("--qnn-ab", "ar8:new", "--qnn-ab", "kv16:new")
+    # (_plan fails on exit 5: the pairs' items of smollm2_135m are collected)
+    assert _plan(pytester, "--nightly", "--models", "smollm2_135m", *pairs,
+                 "-k", "relative_gate or accuracy_deltas") == []
+    assert "new stories260k@ar8 SM8650-htp" in _plan(
+        pytester, "--models", "stories260k", *pairs, "-k", "relative_gate")
+    bad = pytester.runpytest_subprocess("--co", "-q", "-p", "no:cacheprovider",
+                                        str(ROOT / "suites"), "--models", "smollm2_135m",
+                                        "--qnn-ab", "ar9:new")
+    assert bad.ret == pytest.ExitCode.USAGE_ERROR
+    (line,) = [x for x in bad.errlines if x.strip()]
+    assert line.startswith("ERROR: --qnn-ab: no model case has a variant 'ar9'; variants: "
+                           "legacy, new, ar8, kv16"), line
