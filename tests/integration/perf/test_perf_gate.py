@@ -356,7 +356,7 @@ def test_perf_suite_end_to_end(pytester: pytest.Pytester, qnn_settings, legacy, 
 
 
 def test_qnn_ab_runs_a_declared_variant_pair(pytester: pytest.Pytester, qnn_settings,
-                                             new_pte, case) -> None:
+                                             new_pte) -> None:
     """``--qnn-ab ar8:new``: stories260k's committed pair (prefill AR-8 vs the case's AR-32, the
     shape of ExecuTorch PR #9079's comparison) built, run in lockstep, gated and its accuracy
     reported. Both programs decode with the same AR-1 graph, so decode holds the floor; AR-32
