@@ -2,10 +2,14 @@
 
 A test judges its figures against the case's floors first (the outer wall), then calls
 ``qnn_accepted.hold(checks, *extra)``: every numeric figure of ``checks`` (and ``extra``, e.g. a
-greedy path's tokens) is compared with ``golden/accepted/<case>.json`` for this target's key
-(:mod:`pytest_qnn_genai.golden.accepted`); the comparison goes into the run report and a change
-fails naming old and new. Under ``--qnn-update-golden`` it writes instead and judges nothing: the
-figures are recorded as ``info`` and the test returns without judging: the write is journalled
+greedy path's tokens) is compared with ``golden/accepted/<cpu>/<case>.json`` for this target's
+key and this machine's CPU kind (:mod:`pytest_qnn_genai.golden.accepted`); the comparison goes
+into the run report and a change fails naming old and new. A CPU kind with no record of a case
+that another kind has one of fails saying so: its figures would otherwise be held to the floors
+alone, and another kind's record is not its truth (:mod:`pytest_qnn_genai.cpu`).
+
+Under ``--qnn-update-golden`` it writes instead and judges nothing: the figures are recorded as
+``info`` and the test returns without judging: the write is journalled
 (:mod:`pytest_qnn_genai.golden.updates`), so the run reports the test *updated*, never passed,
 and no run judges what it just wrote.
 """
@@ -18,7 +22,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from pytest_qnn_genai import figures
+from pytest_qnn_genai import cpu, figures
 from pytest_qnn_genai.golden import accepted as record
 from pytest_qnn_genai.golden import accepted_judge as judge
 from pytest_qnn_genai.golden.updates import GoldenWriteRefused
@@ -62,10 +66,28 @@ def _read_provenance(config: pytest.Config) -> record.Provenance:
 class AcceptedGate:
     """One test's view of its case's accepted record (see the module docstring)."""
 
-    def __init__(self, path: Path, source: str, case: str, key: str, update: bool,
-                 config: pytest.Config, recorder: Recorder) -> None:
-        self.path, self.source, self.case, self.key = path, source, case, key
+    def __init__(self, golden_dir: Path, kind: cpu.CpuKind, root: Path, case: str, key: str,
+                 update: bool, config: pytest.Config, recorder: Recorder) -> None:
+        self.golden_dir, self.kind, self.case, self.key = golden_dir, kind, case, key
+        self.path = record.path_for(golden_dir, case, kind.slug)
+        self.source = str(self.path.relative_to(root) if self.path.is_relative_to(root)
+                          else self.path)
         self.update, self._config, self._record = update, config, recorder
+
+    def _load(self) -> record.AcceptedRecord:
+        """This CPU kind's record (empty when no kind has one yet); fails the test in one line
+        when the record is damaged, or absent while another CPU kind has one."""
+        if not self.path.exists():
+            others = record.kinds_recorded(self.golden_dir, self.case)
+            if others:
+                pytest.fail(f"{self.source}: no accepted record of {self.case} on this CPU kind "
+                            f"({self.kind.label}); recorded on {', '.join(others)}, whose figures "
+                            "are not this kind's: measure this kind's with --qnn-update-golden",
+                            pytrace=False)
+        try:
+            return record.load(self.path, self.case)
+        except record.AcceptedRecordError as e:
+            pytest.fail(str(e), pytrace=False)
 
     def hold(self, rows: Sequence[Check], *extra: record.Measured,
              program: CacheEntry | None = None) -> None:
@@ -87,10 +109,7 @@ class AcceptedGate:
             if diff:
                 print(diff)  # the change, beside the summary's one line per figure
             return  # judged nothing: the journalled write reports the test updated
-        try:
-            accepted = record.load(self.path, self.case)
-        except record.AcceptedRecordError as e:
-            pytest.fail(str(e), pytrace=False)
+        accepted = self._load()
         compared = judge.compare(accepted, self.key, measured, self.source)
         if program is not None:
             compared.append(judge.same_program(accepted, self.key, program.digest,
@@ -103,10 +122,7 @@ class AcceptedGate:
     def program(self) -> record.AcceptedProgram:
         """The program accepted for this target (fails the test when the record has none, in one
         line naming the file and the flag that records one)."""
-        try:
-            accepted = record.load(self.path, self.case).programs.get(self.key)
-        except record.AcceptedRecordError as e:
-            pytest.fail(str(e), pytrace=False)
+        accepted = self._load().programs.get(self.key)
         if accepted is None:
             pytest.fail(f"{self.source}: no accepted program for {self.key} (record one with "
                         "pytest suites/gate --qnn-update-golden)", pytrace=False)
@@ -119,9 +135,7 @@ def qnn_accepted(request: pytest.FixtureRequest, qnn_settings: Settings, qnn_cas
                  qnn_record: Recorder) -> AcceptedGate:
     """``qnn_accepted.hold(checks, *extra)``: the test's figures held to the case's accepted
     record for this target (module docstring)."""
-    path = record.path_for(qnn_case.golden_dir or qnn_settings.golden_dir, qnn_case.name)
-    root = request.config.rootpath
-    source = str(path.relative_to(root)) if path.is_relative_to(root) else str(path)
     key = record.key_for(qnn_target, qnn_pipeline.build_target(qnn_target))
-    return AcceptedGate(path, source, qnn_case.name, key, qnn_settings.update_golden,
-                        request.config, qnn_record)
+    return AcceptedGate(qnn_case.golden_dir or qnn_settings.golden_dir, cpu.kind(),
+                        request.config.rootpath, qnn_case.name, key,
+                        qnn_settings.update_golden, request.config, qnn_record)

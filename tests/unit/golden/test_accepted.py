@@ -21,6 +21,7 @@ from pytest_qnn_genai.targets import X86_RUNNER, Target, soc
 
 REPO = Path(__file__).resolve().parents[3]
 COMMITTED = REPO / "golden" / acc.SUBDIR
+CPU_KINDS = sorted(d.name for d in COMMITTED.iterdir() if d.is_dir())  # each kind's own records
 EMULATOR_KEY = "SM8650-htp-emulator"
 PROV = Provenance("0123456789abcdef", "pytest suites/gate --models tiny --qnn-update-golden")
 # what the gate holds on the emulator (suites/gate: test_gate, test_heldout_perplexity,
@@ -42,8 +43,8 @@ def _better(name: str) -> str | None:
     return None if name.endswith("_tokens") else figures.HIGHER
 
 
-def _committed(case: str) -> acc.AcceptedRecord:
-    return acc.load(acc.path_for(REPO / "golden", case), case)
+def _committed(case: str, kind: str) -> acc.AcceptedRecord:
+    return acc.load(acc.path_for(REPO / "golden", case, kind), case)
 
 
 def _as_measured(record: acc.AcceptedRecord, key: str) -> list[Measured]:
@@ -59,10 +60,13 @@ def _changed(measured: list[Measured], name: str, value: acc.Value) -> list[Meas
     return [replace(m, value=value) if m.name == name else m for m in measured]
 
 
-@pytest.fixture(params=sorted(c.name for c in select([])))  # the default tier: make test's
+@pytest.fixture(params=[(kind, case) for kind in CPU_KINDS  # the default tier: make test's
+                        for case in sorted(c.name for c in select([]))], ids="-".join)
 def committed(request: pytest.FixtureRequest) -> tuple[acc.AcceptedRecord, list[Measured]]:
-    """A shipped case's committed record and its emulator figures as a run would measure them."""
-    record = _committed(request.param)
+    """A shipped case's committed record on a CPU kind and its emulator figures as a run would
+    measure them (every kind that has records holds every shipped case's)."""
+    kind, case = request.param
+    record = _committed(case, kind)
     return record, _as_measured(record, EMULATOR_KEY)
 
 
@@ -149,7 +153,7 @@ def test_a_figure_without_an_accepted_value_is_info(tmp_path: Path) -> None:
 
 
 def test_update_merges_and_is_the_only_writer(tmp_path: Path) -> None:
-    path = acc.path_for(tmp_path, "tiny")
+    path = acc.path_for(tmp_path, "tiny", "some-cpu-avx2")
     with pytest.raises(GoldenWriteRefused, match="--qnn-update-golden"):
         acc.update(path, "tiny", EMULATOR_KEY, [Measured("a", 1.0)], PROV, allow_write=False)
     assert not path.exists()
@@ -172,7 +176,7 @@ def test_update_merges_and_is_the_only_writer(tmp_path: Path) -> None:
 
 
 def test_the_program_is_kept_beside_the_figures(tmp_path: Path) -> None:
-    path = acc.path_for(tmp_path, "tiny")
+    path = acc.path_for(tmp_path, "tiny", "some-cpu-avx2")
     program = acc.Program("compile", "0" * 32, "1" * 64)
     acc.update(path, "tiny", EMULATOR_KEY, [Measured("a", 1.0)], PROV, allow_write=True,
                program=program)
@@ -187,7 +191,7 @@ def test_the_program_is_kept_beside_the_figures(tmp_path: Path) -> None:
 
 
 def test_updates_from_several_workers_lose_nothing(tmp_path: Path) -> None:
-    path = acc.path_for(tmp_path, "tiny")
+    path = acc.path_for(tmp_path, "tiny", "some-cpu-avx2")
     threads = [threading.Thread(target=acc.update, args=(
         path, "tiny", EMULATOR_KEY, [Measured(f"f{i}", float(i))], PROV),
         kwargs={"allow_write": True}) for i in range(8)]
@@ -255,7 +259,7 @@ def _set(*path_and_value):
 ])
 def test_a_malformed_record_is_one_line_naming_the_file_and_field(tmp_path: Path, data,
                                                                    needle: str) -> None:
-    path = acc.path_for(tmp_path, "tiny")
+    path = acc.path_for(tmp_path, "tiny", "some-cpu-avx2")
     path.parent.mkdir(parents=True)
     path.write_text(data if isinstance(data, str) else json.dumps(data))
     with pytest.raises(acc.AcceptedRecordError) as err:
