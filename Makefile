@@ -87,7 +87,9 @@ test: lint docs adb build-deps dav chromium
 
 # Every suite with --nightly, the report into reports/<date>/ (trend over earlier nights, changes
 # against the newest earlier night); the pytest-benchmark JSON goes next to it. The emulator A/B
-# gate runs legacy:new and each case's committed variant pairs ar8:new and kv16:new.
+# gate runs legacy:new and each case's committed variant pairs ar8:new and kv16:new. One process,
+# no -n: pytest-benchmark turns its fixture off under xdist (pytest_benchmark/session.py), so a
+# nightly under -n would time nothing for its benchmark JSON.
 REPORTS ?= reports
 nightly: install
 	@day=$$(date -u +%F); mkdir -p $(REPORTS)/$$day; \
