@@ -283,10 +283,13 @@ class GenAIQdq:
 
     def module(self) -> torch.nn.Module:
         """The saved QDQ module. Its graph names the ``quantized_decomposed`` ops, which exist
-        only once executorch's QNN quantizer is imported (a process that loads the product
-        from the cache has not quantized anything)."""
+        only once executorch's QNN quantizer is imported, and its output spec names
+        transformers' ``CausalLMOutputWithPast``, which torch's pytree knows only once
+        ``transformers.modeling_outputs`` is imported (a process that loads the product from
+        the cache has neither quantized nor loaded a model: without them the load fails)."""
         import executorch.backends.qualcomm.quantizer.quantizer  # noqa: F401
         import torch
+        import transformers.modeling_outputs  # noqa: F401
 
         module: torch.nn.Module = torch.export.load(self.graph_path).module()
         return module
