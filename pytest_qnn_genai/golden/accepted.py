@@ -47,7 +47,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pytest_qnn_genai.golden import updates
+from pytest_qnn_genai.golden import per_cpu, updates
 from pytest_qnn_genai.targets import BACKENDS, SOCS
 
 if TYPE_CHECKING:
@@ -176,15 +176,12 @@ def key_for(target: Target, build_target: Target) -> str:
 
 def path_for(golden_dir: Path, case_name: str, cpu: str) -> Path:
     """Where ``case_name``'s accepted record measured on the CPU kind ``cpu`` (a slug) lives."""
-    return golden_dir / SUBDIR / cpu / f"{case_name}.json"
+    return per_cpu.path_for(golden_dir, SUBDIR, cpu, f"{case_name}.json")
 
 
 def kinds_recorded(golden_dir: Path, case_name: str) -> list[str]:
     """The CPU kinds (slugs) that have an accepted record of ``case_name``, sorted."""
-    folder = golden_dir / SUBDIR
-    if not folder.is_dir():
-        return []
-    return sorted(d.name for d in folder.iterdir() if (d / f"{case_name}.json").is_file())
+    return per_cpu.kinds_recorded(golden_dir, SUBDIR, f"{case_name}.json")
 
 
 def value_of(value: Value | list[int]) -> Value:

@@ -25,6 +25,7 @@ import pytest
 from pytest_qnn_genai import cpu, figures
 from pytest_qnn_genai.golden import accepted as record
 from pytest_qnn_genai.golden import accepted_judge as judge
+from pytest_qnn_genai.golden import per_cpu
 from pytest_qnn_genai.golden.updates import GoldenWriteRefused
 from pytest_qnn_genai.models.registry import ModelCase
 from pytest_qnn_genai.pipeline import Pipeline
@@ -80,10 +81,8 @@ class AcceptedGate:
         if not self.path.exists():
             others = record.kinds_recorded(self.golden_dir, self.case)
             if others:
-                pytest.fail(f"{self.source}: no accepted record of {self.case} on this CPU kind "
-                            f"({self.kind.label}); recorded on {', '.join(others)}, whose figures "
-                            "are not this kind's: measure this kind's with --qnn-update-golden",
-                            pytrace=False)
+                pytest.fail(per_cpu.absent(self.source, f"accepted record of {self.case}",
+                                           self.kind.label, others), pytrace=False)
         try:
             return record.load(self.path, self.case)
         except record.AcceptedRecordError as e:

@@ -3,30 +3,32 @@ quantization on every Hugging Face case, judged beside llama.py's QDQ graph and 
 
 The three QDQ graphs are fed the same teacher-forced windows (held-out stories, the eval prompt
 with fp32's continuation) and held to transformers' fp32 logits (``checks/qdq_windows.py``);
-each pair of flows has its own bounds in ``golden/genai/qdq_windows.json``, set from
-measurement. Upstream's unadjusted default path and its compilation stage are strict xfails that
-name upstream's exact failure, so a different failure or a fix shows the day it happens. A case
+each pair of flows has its own bounds in ``golden/genai/<cpu>/qdq_windows.json``, set from
+measurement on that CPU kind. Upstream's unadjusted default path and its compilation stage are
+strict xfails that name upstream's exact failure, so a different failure or a fix shows the day
+it happens. A case
 genai's loader cannot read (a llama.2c checkpoint) xfails with the one-line reason.
 """
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
 
 import numpy as np
 import pytest
 
+from pytest_qnn_genai import cpu
 from pytest_qnn_genai.checks import parity, perplexity, qdq_windows
 from pytest_qnn_genai.checks.negative_control import perturbation_problems
 from pytest_qnn_genai.flows import genai_front
 from pytest_qnn_genai.flows.genai import GenAIUnavailable, unavailable_reason
+from pytest_qnn_genai.golden import per_cpu
 from pytest_qnn_genai.pipeline import products
 from pytest_qnn_genai.pipeline.genai import genai_qdq, window_rows
 from pytest_qnn_genai.pipeline.products import needs
 
 pytestmark = [pytest.mark.parity, pytest.mark.flow("legacy", "new", "genai")]
 
-BOUNDS = Path("genai") / "qdq_windows.json"
+BOUNDS_DIR, BOUNDS_FILE = "genai", "qdq_windows.json"  # measured per CPU kind: golden/per_cpu.py
 ONE_PROMPT = "one-prompt calibration"
 
 
@@ -99,8 +101,16 @@ def flow_metrics(qnn_pipeline, hf_case, qnn_target, compared_windows, fp32_rows,
 
 @pytest.fixture(scope="session")
 def genai_bounds(qnn_settings, hf_case) -> tuple[dict[str, dict[str, float]], str]:
-    path = qnn_settings.golden_dir / BOUNDS
-    return qdq_windows.load_bounds(path, hf_case.name), f"golden/{BOUNDS.as_posix()}"
+    """The case's pair bounds measured on this CPU kind (golden/genai/<cpu>/qdq_windows.json)."""
+    kind = cpu.kind()
+    path = per_cpu.path_for(qnn_settings.golden_dir, BOUNDS_DIR, kind.slug, BOUNDS_FILE)
+    source = f"golden/{BOUNDS_DIR}/{kind.slug}/{BOUNDS_FILE}"
+    if not path.is_file():
+        others = per_cpu.kinds_recorded(qnn_settings.golden_dir, BOUNDS_DIR, BOUNDS_FILE)
+        pytest.fail(per_cpu.absent(source, "measured bounds of genai's windows", kind.label,
+                                   others, "set them from this kind's figures (the docs' gates "
+                                   "page, genai_pipeline)"), pytrace=False)
+    return qdq_windows.load_bounds(path, hf_case.name), source
 
 
 def test_genai_qdq_beside_legacy_and_staged(flow_metrics, genai_bounds, hf_case, qnn_target,
