@@ -6,8 +6,8 @@ with fp32's continuation) and held to transformers' fp32 logits (``checks/qdq_wi
 each pair of flows has its own bounds in ``golden/genai/<cpu>/qdq_windows.json``, set from
 measurement on that CPU kind. Upstream's unadjusted default path and its compilation stage are
 strict xfails that name upstream's exact failure, so a different failure or a fix shows the day
-it happens. A case
-genai's loader cannot read (a llama.2c checkpoint) xfails with the one-line reason.
+it happens. A case genai's loader cannot read (a llama.2c checkpoint) xfails with the one-line
+reason.
 """
 from __future__ import annotations
 
