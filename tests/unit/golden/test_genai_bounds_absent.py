@@ -1,6 +1,6 @@
 """suites/parity ``genai_bounds`` in a pytest run: a CPU kind whose bounds file lacks the case,
 or has no file, fails in one line naming the kinds that have the case's bounds (golden/per_cpu.py),
-before any build; a kind that has them gets them."""
+not with a KeyError's traceback; a kind that has them gets them."""
 from __future__ import annotations
 
 import json
