@@ -4,10 +4,13 @@ not with a KeyError's traceback; a kind that has them gets them."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
 from pytest_qnn_genai import cpu
+from pytest_qnn_genai.golden import per_cpu
+from suites.parity.test_genai_front import BOUNDS_DIR, BOUNDS_FILE
 
 pytestmark = pytest.mark.usefixtures("qnn_env")
 
@@ -24,17 +27,18 @@ ARGS = ("-p", "no:cacheprovider", "-p", "no:xdist", "--no-qnn-prebuild", "--mode
 PAIR = {"staged_vs_legacy": {"max_sqnr_db_drop": 0.0}, "genai_vs_legacy": {"min_sqnr_db": 13.0}}
 
 
-def _write(pytester: pytest.Pytester, kind: str, data: dict[str, object]) -> None:
-    folder = pytester.path / "golden" / "genai" / kind
-    folder.mkdir(parents=True)
-    (folder / "qdq_windows.json").write_text(json.dumps(data))
+def _write(pytester: pytest.Pytester, kind: str, data: dict[str, object]) -> Path:
+    path = per_cpu.path_for(pytester.path / "golden", BOUNDS_DIR, kind, BOUNDS_FILE)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data))
+    return path
 
 
 def test_a_kind_without_the_cases_bounds_fails_in_one_line(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(BOUNDS_TEST)
     slug = cpu.kind().slug
     _write(pytester, "other-cpu-avx2", {"qwen3_toy": PAIR})
-    _write(pytester, slug, {"llama3_2_toy": PAIR})  # this kind's file, without the case
+    own = _write(pytester, slug, {"llama3_2_toy": PAIR})  # this kind's file, without the case
 
     absent = pytester.runpytest(*ARGS)
     absent.assert_outcomes(errors=1)
@@ -45,10 +49,9 @@ def test_a_kind_without_the_cases_bounds_fails_in_one_line(pytester: pytest.Pyte
         "genai_pipeline)"])
     assert "Traceback" not in absent.stdout.str() and "KeyError" not in absent.stdout.str()
 
-    (pytester.path / "golden" / "genai" / slug / "qdq_windows.json").unlink()  # no file at all
+    own.unlink()  # no file at all
     pytester.runpytest(*ARGS).stdout.fnmatch_lines(["*no measured bounds of qwen3_toy's*"
                                                     "recorded on other-cpu-avx2*"])
 
-    (pytester.path / "golden" / "genai" / slug / "qdq_windows.json").write_text(
-        json.dumps({"qwen3_toy": PAIR}))  # this kind's own: the test gets them
+    _write(pytester, slug, {"qwen3_toy": PAIR})  # this kind's own: the test gets them
     pytester.runpytest(*ARGS).assert_outcomes(passed=1)
