@@ -4,6 +4,7 @@ from __future__ import annotations
 import dataclasses
 
 import numpy as np
+import pytest
 
 from pytest_qnn_genai.checks.generation import (
     judged_generation,
@@ -161,21 +162,38 @@ def test_lookahead_is_judged_on_the_tokens_the_runner_accepted_and_its_speed() -
     assert lookahead_accepted("noise\n" + log) == (50, 21)
     assert lookahead_accepted("no lookahead here") is None
     la, hy = _rate_run(12.0), _rate_run(30.0)
-    ok = lookahead_gains(la, hy, (50, 21), 21, 0.35, "measured")
+    ok = lookahead_gains([(la, hy)], (50, 21), 21, 0.35, "measured")
     assert all(c.ok for c in ok) and ok[1].delta == 0.4
-    none = lookahead_gains(la, hy, lookahead_accepted(
+    none = lookahead_gains([(la, hy)], lookahead_accepted(
         "Lookahead Decoding: n_generated = 50 / n_accept = 0"), 0, 0.35, "m")
     assert [c.ok for c in none] == [False, True]  # zero accepted never passes
     assert failures(none[:1]) == ("lookahead tokens accepted (runner's count) is 0 (against 1), "
                                   "which fails ≥ 1 (m).")
-    fewer = lookahead_gains(la, hy, (50, 20), 21, 0.35, "measured")
+    fewer = lookahead_gains([(la, hy)], (50, 20), 21, 0.35, "measured")
     assert [c.ok for c in fewer] == [False, True]
-    silent = lookahead_gains(la, hy, None, 21, 0.35, "measured")
+    silent = lookahead_gains([(la, hy)], None, 21, 0.35, "measured")
     assert not silent[0].ok and "no \"Lookahead Decoding" in silent[0].detail
-    slower = lookahead_gains(_rate_run(9.0), hy, (50, 21), 21, 0.35, "measured")
+    slower = lookahead_gains([(_rate_run(9.0), hy)], (50, 21), 21, 0.35, "measured")
     assert [c.ok for c in slower] == [True, False]
-    phone = lookahead_gains(_rate_run(9.0), hy, (50, 21), 21, None, "measured")
+    phone = lookahead_gains([(_rate_run(9.0), hy)], (50, 21), 21, None, "measured")
     assert phone[1].info and phone[1].ok  # no share measured there: reported only
+
+
+def test_lookahead_speed_is_the_median_of_alternated_pairs() -> None:
+    """The share judged is the median of the pairs' ratios: one pair slowed by a burst of load
+    (0.445, as a loaded CI machine measured against a floor of 0.5) does not fail it, a lookahead
+    path at under half the hybrid's rate in two pairs of three does; the row shows every ratio."""
+    from pytest_qnn_genai.checks.generation import lookahead_gains
+
+    hy = _rate_run(20.0)
+    burst = [(_rate_run(18.0), hy), (_rate_run(8.9), hy), (_rate_run(19.0), hy)]
+    ok = lookahead_gains(burst, (47, 11), 11, 0.5, "measured")[1]
+    assert ok.ok and ok.delta == 0.9 and ok.new == 18.0
+    assert ok.detail == "median of 3 alternated pairs: 0.900, 0.445, 0.950"
+    slow = [(_rate_run(8.0), hy), (_rate_run(9.0), hy), (_rate_run(19.0), hy)]
+    assert not lookahead_gains(slow, (47, 11), 11, 0.5, "measured")[1].ok
+    with pytest.raises(ValueError, match="no \\(lookahead, hybrid\\) run pair"):
+        lookahead_gains([], (47, 11), 11, 0.5, "measured")
 
 
 def test_genai_inference_is_held_to_the_harness_run() -> None:
