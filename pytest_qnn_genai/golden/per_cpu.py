@@ -12,7 +12,7 @@ and falling back to none would hold the figures to the floors alone, so a missin
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 
@@ -21,12 +21,15 @@ def path_for(golden_dir: Path, subdir: str, cpu: str, name: str) -> Path:
     return golden_dir / subdir / cpu / name
 
 
-def kinds_recorded(golden_dir: Path, subdir: str, name: str) -> list[str]:
-    """The CPU kinds (slugs) that have ``name`` under ``golden_dir/subdir``, sorted."""
+def kinds_recorded(golden_dir: Path, subdir: str, name: str,
+                   holds: Callable[[Path], bool] | None = None) -> list[str]:
+    """The CPU kinds (slugs) that have ``name`` under ``golden_dir/subdir`` (and, given
+    ``holds``, whose file holds what is asked: one case of a file of many), sorted."""
     folder = golden_dir / subdir
     if not folder.is_dir():
         return []
-    return sorted(d.name for d in folder.iterdir() if (d / name).is_file())
+    return sorted(d.name for d in folder.iterdir()
+                  if (d / name).is_file() and (holds is None or holds(d / name)))
 
 
 def absent(source: str, what: str, label: str, others: Sequence[str],

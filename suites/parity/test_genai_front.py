@@ -119,9 +119,8 @@ def genai_bounds(qnn_settings, hf_case) -> tuple[dict[str, dict[str, float]], st
     bounds = _case_bounds(per_cpu.path_for(golden, BOUNDS_DIR, kind.slug, BOUNDS_FILE),
                           hf_case.name)
     if bounds is None:
-        others = [k for k in per_cpu.kinds_recorded(golden, BOUNDS_DIR, BOUNDS_FILE)
-                  if _case_bounds(per_cpu.path_for(golden, BOUNDS_DIR, k, BOUNDS_FILE),
-                                  hf_case.name) is not None]
+        others = per_cpu.kinds_recorded(
+            golden, BOUNDS_DIR, BOUNDS_FILE, lambda p: _case_bounds(p, hf_case.name) is not None)
         pytest.fail(per_cpu.absent(source, f"measured bounds of {hf_case.name}'s genai windows",
                                    kind.label, others, "set them from this kind's figures (the "
                                    "docs' gates page, genai_pipeline)"), pytrace=False)

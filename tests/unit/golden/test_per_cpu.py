@@ -15,6 +15,10 @@ def test_the_kinds_recorded_are_the_folders_holding_the_file(tmp_path: Path) -> 
         path.write_text("{}")
     (tmp_path / "genai" / "empty-cpu").mkdir()
     assert per_cpu.kinds_recorded(tmp_path, "genai", "b.json") == ["a-cpu-avx512", "z-cpu-avx2"]
+    # a file of many entries: only the kinds whose file holds the one asked for
+    per_cpu.path_for(tmp_path, "genai", "z-cpu-avx2", "b.json").write_text('{"case": 1}')
+    assert per_cpu.kinds_recorded(tmp_path, "genai", "b.json",
+                                  lambda p: "case" in p.read_text()) == ["z-cpu-avx2"]
 
 
 def test_the_line_names_this_kind_the_others_and_how() -> None:
