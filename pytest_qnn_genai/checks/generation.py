@@ -189,8 +189,8 @@ def lookahead_gains(pairs: Sequence[tuple[RunResult, RunResult]],
     ``pairs`` are (lookahead run, hybrid run) of the same work, run one after the other in
     alternating order; the share judged is the median of the pairs' ratios. The hazard: the two
     runs of a pair are whole processes seconds apart, so a burst of load on a shared core lands
-    on one side of a pair and moves its ratio by half (measured); the median of three
-    alternated pairs needs two such bursts to move."""
+    on one side of a pair and can move its ratio past the floor (the docs' measurements page,
+    Lookahead); the median of three alternated pairs needs two such bursts to move."""
     if not pairs:
         raise ValueError("lookahead_gains: no (lookahead, hybrid) run pair")
     floor = max(1, min_accepted)
