@@ -97,12 +97,13 @@ def _alternated_pairs(lookahead: Callable[[], RunResult], hybrid: Callable[..., 
     produced = int(first.extra["produced"])
     out = [(first, hybrid(max_new_tokens=produced))]
     for i in range(1, pairs):
-        if i % 2:
+        if i % 2:  # hybrid first
             h = hybrid(max_new_tokens=produced)
-            out.append((lookahead(), h))
+            la = lookahead()
         else:
             la = lookahead()
-            out.append((la, hybrid(max_new_tokens=produced)))
+            h = hybrid(max_new_tokens=produced)
+        out.append((la, h))
     return out
 
 
