@@ -18,6 +18,11 @@ says nothing about a phone, where it is reported (one pair) and judged by nothin
 measures one; a rate is judged only for the same text: a rate of other work would compare
 nothing. Upstream's runners only: the host runner decodes AR-1.
 
+Two tests, one per flow: the staged flow's build is the change under test and runs in every
+selection; llama.py's (``nightly``) is upstream's program, which changes only with executorch's
+pin, and its lookahead build is the costliest build of a cold ``make test``: the nightly judges
+it every night (``make nightly``).
+
 Why in the perf suite (mark ``perf``): its figures are rates, which differ run to run (the gate
 suite's records are compared exactly, e.g. a sharded run against a whole one), and a case without
 a lookahead variant is skipped here, which a phone run of the gate suite, where every check must
@@ -43,11 +48,12 @@ from pytest_qnn_genai.pipeline.products import Wants, needs
 
 if TYPE_CHECKING:
     from pytest_qnn_genai.models.case import ModelCase
+    from pytest_qnn_genai.pipeline import Pipeline
+    from pytest_qnn_genai.plugin.fixtures import Recorder
     from pytest_qnn_genai.runtime.result import RunResult
     from pytest_qnn_genai.targets import Target
 
 pytestmark = pytest.mark.perf
-FLOWS = ("legacy", "new")  # llama.py's lookahead build, the staged flow's
 # (case, variant) -> on the x86 simulator: the tokens the runner accepted over the eval prompt's
 # generation (exact: greedy decoding of one program; stories260k accepts 11 of its 47 decoded
 # tokens, both flows' builds), and a floor under the lookahead / hybrid decode-rate share measured
@@ -74,12 +80,8 @@ def _decodes_lookahead(target: Target) -> bool:
     return not target.is_emulator
 
 
-@pytest.fixture
-@needs(*(Wants(flow, where=_decodes_lookahead, cases=_case_and_lookahead_variants)
-         for flow in FLOWS))
-def lookahead_cases(qnn_case, qnn_target) -> dict[str, ModelCase]:
-    """The case's declared lookahead variants, on targets that decode them; each flow's build
-    of them and of the case is built ahead."""
+def _lookahead_cases(qnn_case: ModelCase, qnn_target: Target) -> dict[str, ModelCase]:
+    """The case's declared lookahead variants, on targets that decode them (else a skip)."""
     if qnn_target.is_emulator:
         pytest.skip(f"{qnn_target.id}: lookahead decoding is upstream's runners' (--eval_mode 2: "
                     "the x86-runner target, a phone); the host runner decodes AR-1")
@@ -87,6 +89,20 @@ def lookahead_cases(qnn_case, qnn_target) -> dict[str, ModelCase]:
     if not names:
         pytest.skip(f"{qnn_case.name} declares no lookahead variant")
     return {n: qnn_case.variant(n) for n in names}
+
+
+@pytest.fixture
+@needs(Wants("new", where=_decodes_lookahead, cases=_case_and_lookahead_variants))
+def new_lookahead_cases(qnn_case, qnn_target) -> dict[str, ModelCase]:
+    """:func:`_lookahead_cases`; the staged flow's builds of them and of the case built ahead."""
+    return _lookahead_cases(qnn_case, qnn_target)
+
+
+@pytest.fixture
+@needs(Wants("legacy", where=_decodes_lookahead, cases=_case_and_lookahead_variants))
+def legacy_lookahead_cases(qnn_case, qnn_target) -> dict[str, ModelCase]:
+    """:func:`_lookahead_cases`; llama.py's builds of them and of the case built ahead."""
+    return _lookahead_cases(qnn_case, qnn_target)
 
 
 def _alternated_pairs(lookahead: Callable[[], RunResult], hybrid: Callable[..., RunResult],
@@ -107,11 +123,24 @@ def _alternated_pairs(lookahead: Callable[[], RunResult], hybrid: Callable[..., 
     return out
 
 
-def test_lookahead_text_is_the_hybrid_greedy_text(qnn_pipeline, qnn_case, qnn_target,
-                                                  lookahead_cases, qnn_record) -> None:
+def test_new_lookahead_text_is_the_hybrid_greedy_text(qnn_pipeline, qnn_case, qnn_target,
+                                                      new_lookahead_cases, qnn_record) -> None:
+    _judge_flow("new", new_lookahead_cases, qnn_pipeline, qnn_case, qnn_target, qnn_record)
+
+
+@pytest.mark.nightly
+def test_legacy_lookahead_text_is_the_hybrid_greedy_text(qnn_pipeline, qnn_case, qnn_target,
+                                                         legacy_lookahead_cases,
+                                                         qnn_record) -> None:
+    _judge_flow("legacy", legacy_lookahead_cases, qnn_pipeline, qnn_case, qnn_target, qnn_record)
+
+
+def _judge_flow(flow: str, lookahead_cases: dict[str, ModelCase], qnn_pipeline: Pipeline,
+                qnn_case: ModelCase, qnn_target: Target, qnn_record: Recorder) -> None:
+    """Each lookahead variant's build of ``flow`` against the same flow's hybrid build."""
     simulator = qnn_pipeline.build_target(qnn_target).is_emulator
     failures = []
-    for flow, (name, variant) in ((f, v) for v in lookahead_cases.items() for f in FLOWS):
+    for name, variant in lookahead_cases.items():
         pte = qnn_pipeline.artifacts(flow, variant, qnn_target).pte
         hybrid_pte = qnn_pipeline.artifacts(flow, qnn_case, qnn_target).pte
         pairs = _alternated_pairs(

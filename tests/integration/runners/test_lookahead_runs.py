@@ -1,14 +1,15 @@
 """Lookahead runs through upstream's own qnn_llama_runner (x86 build, the local transport), and
 what the harness refuses held against what that runner really does with it.
 
-llama.py builds stories260k's lookahead variant (window 4, ngram 3, gcap 4: a 16-token decode
-graph); the runner decodes it with ``--eval_mode 2`` and its flags. Its text equals the llama.py
-hybrid build's greedy text, and a hybrid text one word off fails the same check. Lookahead flags
+The staged flow builds stories260k's lookahead variant (window 4, ngram 3, gcap 4: a 16-token
+decode graph, as llama.py's ``--model_mode lookahead``); the runner decodes it with
+``--eval_mode 2`` and its flags. Its text equals the staged hybrid build's greedy text, and a
+hybrid text one word off fails the same check. Lookahead flags
 that do not fill the decode graph exactly are refused before any run, one line: with more rows
 upstream's runner aborts on its own assertion (shown here by running it anyway), with fewer it
 reads its attention map past the end (unit-tested refusal; measured segfaults are not a thing a
-test should depend on). The staged flow's lookahead build is the gate suite's
-(``suites/perf/test_lookahead.py``, both flows)."""
+test should depend on). The builds are the perf suite's (``suites/perf/test_lookahead.py``);
+llama.py's lookahead build is judged there in the nightly only."""
 from __future__ import annotations
 
 import dataclasses
@@ -28,9 +29,10 @@ VARIANT = "lookahead"
 
 @pytest.fixture(scope="module")
 def builds(qnn_pipeline, qnn_sdk, case, sm8650_emulator) -> dict[str, Path]:
-    """llama.py's hybrid and lookahead builds of stories260k (cache entries the suites share)."""
-    return {"hybrid": qnn_pipeline.artifacts("legacy", case, sm8650_emulator).pte,
-            VARIANT: qnn_pipeline.artifacts("legacy", case.variant(VARIANT), sm8650_emulator).pte}
+    """The staged flow's hybrid and lookahead builds of stories260k (cache entries the suites
+    share)."""
+    return {"hybrid": qnn_pipeline.artifacts("new", case, sm8650_emulator).pte,
+            VARIANT: qnn_pipeline.artifacts("new", case.variant(VARIANT), sm8650_emulator).pte}
 
 
 def _generate(session: DeviceSession, case, pte: Path, n: int, version: str,

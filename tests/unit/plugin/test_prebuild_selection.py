@@ -71,19 +71,23 @@ def test_the_gate_plans_every_cases_builds_once(pytester: pytest.Pytester) -> No
 
 def test_the_lookahead_test_plans_its_builds_on_upstreams_runners(pytester: pytest.Pytester,
                                                                   tmp_path: Path) -> None:
-    """The real perf suite's lookahead fixture declares its builds: with a source tree for the
-    runners, its x86-runner item plans both flows' lookahead builds (else the test builds them
-    itself, one after another, after every planned build)."""
+    """The real perf suite's lookahead fixtures declare their builds: with a source tree for the
+    runners, its x86-runner items plan the staged flow's lookahead build, and llama.py's only
+    with ``--nightly`` (its test is nightly's; else the test builds them itself, one after
+    another, after every planned build)."""
     from pytest_qnn_genai.runners.sources import ALL_SOURCES
 
     for rel in ALL_SOURCES:  # a tree the option accepts; collection reads none of it
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / rel).touch()
-    steps = _plan(pytester, "--models", "stories260k", "-k", "test_lookahead",
-                  "--executorch-src", str(tmp_path))
+    args = ("--models", "stories260k", "-k", "lookahead", "--executorch-src", str(tmp_path))
+    steps = _plan(pytester, *args)
     ahead = "stories260k@lookahead SM8650-htp"
-    assert {f"legacy {ahead}", f"quantize {ahead}", f"new {ahead}"} <= set(steps)
+    assert {f"quantize {ahead}", f"new {ahead}"} <= set(steps)
     assert steps.index(f"quantize {ahead}") < steps.index(f"new {ahead}")
+    assert not [s for s in steps if s.startswith("legacy ")], steps
+    nightly = _plan(pytester, *args, "--nightly")
+    assert {f"legacy {ahead}", "legacy stories260k SM8650-htp"} <= set(nightly)
 
 
 def test_the_nightlys_variant_pairs_are_valid_for_a_case_that_declares_none(
