@@ -13,6 +13,10 @@ PYTEST_ARGS ?=
 # test asks (the old way): make gate TEST_WORKERS=0 PYTEST_ARGS=--no-qnn-prebuild. The emulator
 # A/B gate pairs calls in lockstep, so builds on the other core do not sway it.
 TEST_WORKERS ?= auto
+# xdist's default scheduling hands each worker its items up front and never takes them back, so
+# a cold make test ended with one core idle for minutes while the other worked through its queue
+# (the measurements page); worksteal lets a worker that runs out take half of the other's queue.
+XDIST := -n $(TEST_WORKERS) --dist worksteal
 STAMP  := $(VENV)/.installed
 # An ExecuTorch source tree to build upstream's qnn_llama_runner / qnn_executor_runner from (for
 # the x86-runner target and the loopback phone); CI's is ../shared/upstream/executorch. Without
@@ -62,7 +66,7 @@ dav:
 MODELS ?=
 MODELS_ARG := $(if $(MODELS),--models $(MODELS))
 gate: install build-deps
-	$(PY) -m pytest suites --soc $(SOC) -n $(TEST_WORKERS) $(MODELS_ARG) $(PYTEST_ARGS)
+	$(PY) -m pytest suites --soc $(SOC) $(XDIST) $(MODELS_ARG) $(PYTEST_ARGS)
 
 # ruff, the import-linter layer contracts and mypy (pyproject.toml): the package strictly,
 # suites/, scripts/ and the plugin's own tests at mypy's default level
@@ -74,7 +78,7 @@ lint: install
 
 # the fast tier: no builds; every core (pytest-xdist) keeps it near a minute
 unit: install
-	$(PY) -m pytest tests/unit -n $(TEST_WORKERS) $(PYTEST_ARGS)
+	$(PY) -m pytest tests/unit $(XDIST) $(PYTEST_ARGS)
 
 # the docs site: pages in docs/pages, the reference pages generated from the code at build time
 # (docs/generate.py, an mkdocs hook); --strict makes every warning (a broken link) an error
@@ -82,7 +86,7 @@ docs: install
 	$(VENV)/bin/mkdocs build --strict --quiet
 
 test: lint docs adb build-deps dav chromium
-	@$(PY) -m pytest tests suites -n $(TEST_WORKERS) --soc $(SOC) $(PYTEST_ARGS); rc=$$?; \
+	@$(PY) -m pytest tests suites $(XDIST) --soc $(SOC) $(PYTEST_ARGS); rc=$$?; \
 	  if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests (exit 5)" >&2; fi; exit $$rc
 
 # Every suite with --nightly, the report into reports/<date>/ (trend over earlier nights, changes
