@@ -107,7 +107,7 @@ def test_a_cycle_through_a_type_checking_import_is_found(tmp_path: Path,
 
 def test_no_fixture_of_the_suites_is_named_in_the_package() -> None:
     suites = fixture_names(ROOT / "suites") - OVERRIDES
-    assert {"heldout_fp32", "legacy_artifacts", "lookahead_cases"} <= suites  # it reads them
+    assert {"heldout_fp32", "legacy_artifacts", "new_lookahead_cases"} <= suites  # it reads them
     assert named_in(ROOT / PACKAGE, suites) == []
 
 
