@@ -19,9 +19,8 @@ measures one; a rate is judged only for the same text: a rate of other work woul
 nothing. Upstream's runners only: the host runner decodes AR-1.
 
 Two tests, one per flow: the staged flow's build is the change under test and runs in every
-selection; llama.py's (``nightly``) is upstream's program, which changes only with executorch's
-pin, and its lookahead build is the costliest build of a cold ``make test``: the nightly judges
-it every night (``make nightly``).
+selection; llama.py's (``nightly``) is upstream's own program, whose lookahead build was the
+costliest build of a cold ``make test``: the nightly judges it every night (``make nightly``).
 
 Why in the perf suite (mark ``perf``): its figures are rates, which differ run to run (the gate
 suite's records are compared exactly, e.g. a sharded run against a whole one), and a case without
