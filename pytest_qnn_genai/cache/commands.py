@@ -1,4 +1,4 @@
-"""``python -m pytest_qnn_genai.cache``: list, prune and remove artifact cache entries.
+"""``python -m pytest_qnn_genai.cache``: list, prune, remove and push artifact cache entries.
 
 - ``ls``: one row per entry (stage, key, label, size, created, last used; local time), then a
   total. Reads manifests only: it does not check the entries' files.
@@ -6,6 +6,11 @@
   unused for DAYS, then least-recently-used entries until the cache fits X GB (10⁹ bytes).
 - ``rm KEY [KEY...]``: removes entries by key, unique key prefix, or ``stage/key``. Every KEY is
   resolved first: if one is unknown or ambiguous nothing is removed.
+- ``push URL [--stage S ...]``: uploads every entry the remote cache at URL (as
+  ``--qnn-remote-cache``) lacks, files first, then the manifest, so that a machine that built
+  the entries before the remote existed can fill it. Every file is checked against its manifest
+  first: a damaged entry is named and not uploaded (the command then exits 1). A store that
+  cannot be reached or refuses writes stops the command (one line, exit 1).
 
 ``--cache-dir`` is the plugin's cache directory (as ``--qnn-cache-dir``); entries live in its
 ``artifacts/`` folder. Default: ``$QNN_GENAI_CACHE_DIR``, else ``$XDG_CACHE_HOME/pytest-qnn-genai``,
@@ -19,7 +24,9 @@ from can be removed under it.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -34,6 +41,9 @@ from pytest_qnn_genai.cache.housekeeping import (
     remove,
     sweep,
 )
+from pytest_qnn_genai.cache.layout import MANIFEST
+from pytest_qnn_genai.cache.stats import CacheStats
+from pytest_qnn_genai.files import file_sha256
 from pytest_qnn_genai.settings import artifacts_dir, default_cache_dir
 
 PROG = "python -m pytest_qnn_genai.cache"
@@ -116,6 +126,57 @@ def cmd_rm(root: Path, args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
+def _damage(info: EntryInfo) -> str:
+    """Why ``info``'s files do not match its manifest ("" when they all do)."""
+    if info.damaged:
+        return info.damaged
+    manifest = json.loads((info.path / MANIFEST).read_bytes())
+    for name, meta in manifest["files"].items():
+        path = info.path / name
+        if not path.is_file() or path.stat().st_size != meta["size"] \
+                or file_sha256(path) != meta["sha256"]:
+            return f"{name} does not match its manifest"
+    return ""
+
+
+def cmd_push(root: Path, args: argparse.Namespace, out: TextIO) -> int:
+    from pytest_qnn_genai.cache.remote import RemoteConfigError, open_remote
+    from pytest_qnn_genai.cache.remote.base import RemoteError, manifest_path
+    from pytest_qnn_genai.cache.remote.mirror import RemoteMirror
+
+    try:
+        store = open_remote(args.url)
+    except RemoteConfigError as e:
+        raise CommandError(str(e)) from None
+    said: list[str] = []
+    mirror = RemoteMirror(store, CacheStats(), said.append)
+    pushed = there = damaged = 0
+    with tempfile.TemporaryDirectory() as tmp:
+        for info in entries(root):
+            if args.stage and info.stage not in args.stage:
+                continue
+            why = _damage(info)
+            if why:
+                damaged += 1
+                out.write(f"damaged {info.name} {info.label or '-'}: {why}; not pushed\n")
+                continue
+            try:
+                have = store.get(manifest_path(info.stage, info.key), Path(tmp) / MANIFEST)
+            except RemoteError as e:
+                raise CommandError(str(e)) from None
+            if have:
+                there += 1
+                continue
+            mirror.upload(info.path, json.loads((info.path / MANIFEST).read_bytes()))
+            if said:  # unreachable or refusing writes: nothing more can be pushed
+                raise CommandError(said[0])
+            pushed += 1
+            out.write(f"pushed {info.name} {info.label or '-'} ({format_bytes(info.size)})\n")
+    out.write(f"{pushed} pushed ({format_bytes(mirror.stats.bytes_uploaded)}), {there} already "
+              f"there, {damaged} damaged, to {store.describe()}\n")
+    return 1 if damaged else 0
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:  # one line, not the usage block
         self.exit(2, f"{self.prog}: error: {message}\n")
@@ -139,7 +200,7 @@ def parser() -> argparse.ArgumentParser:
                              "$XDG_CACHE_HOME/pytest-qnn-genai or ~/.cache/pytest-qnn-genai)")
     top = _Parser(prog=PROG, parents=[common],
                   description="List, prune and remove pytest-qnn-genai artifact cache entries.")
-    sub = top.add_subparsers(dest="command", required=True, metavar="{ls,prune,rm}")
+    sub = top.add_subparsers(dest="command", required=True, metavar="{ls,prune,rm,push}")
     sub.add_parser("ls", parents=[common], help="list entries").set_defaults(run=cmd_ls)
     prune = sub.add_parser("prune", parents=[common], help="remove leftovers, old and LRU entries")
     prune.add_argument("--max-gb", type=_amount, metavar="X",
@@ -150,6 +211,11 @@ def parser() -> argparse.ArgumentParser:
     rm = sub.add_parser("rm", parents=[common], help="remove entries by key")
     rm.add_argument("keys", nargs="+", metavar="KEY", help="a key, unique key prefix or stage/key")
     rm.set_defaults(run=cmd_rm)
+    push = sub.add_parser("push", parents=[common], help="upload entries a remote cache lacks")
+    push.add_argument("url", metavar="URL", help="the remote cache (as --qnn-remote-cache)")
+    push.add_argument("--stage", action="append", metavar="S",
+                      help="only this stage's entries (repeatable; default: every stage)")
+    push.set_defaults(run=cmd_push)
     return top
 
 

@@ -109,3 +109,43 @@ def test_bad_arguments_give_one_line_and_exit_2(tmp_path: Path, args: list[str])
     result = _cli("--cache-dir", str(tmp_path), *args)
     assert result.returncode == 2 and result.stdout == ""
     assert len(result.stderr.splitlines()) == 1 and "error:" in result.stderr
+
+
+def test_push_fills_a_remote_cache_from_which_a_second_machine_builds_nothing(
+        tmp_path: Path) -> None:
+    """``push URL``: every local entry the remote lacks is uploaded (a second push uploads
+    nothing); a machine with an empty cache then downloads each entry instead of building it."""
+    from pytest_qnn_genai.cache.remote import open_remote
+
+    made = _fill(tmp_path / "m1", {"a": 0, "b": 0})
+    url = (tmp_path / "shared").as_uri()
+    first = _cli("push", url, "--cache-dir", str(tmp_path / "m1"))
+    assert first.returncode == 0, first.stderr
+    assert first.stdout.splitlines()[-1] == (
+        f"2 pushed (20.0 kB), 0 already there, 0 damaged, to {url}")
+    second = ArtifactCache(tmp_path / "m2" / "artifacts", VERSIONS, progress=lambda _m: None,
+                           remote=open_remote(url))
+
+    def never(_out: Path) -> None:
+        raise AssertionError("built on the second machine")
+
+    for name, entry in made.items():
+        assert second.get_or_build("quantize", {"n": name}, never).digest == entry.digest
+    assert (second.stats.builds, second.stats.downloaded) == (0, 2)
+    again = _cli("push", url, "--cache-dir", str(tmp_path / "m1"))
+    assert again.stdout.splitlines()[-1].startswith("0 pushed (0 B), 2 already there"), again.stdout
+
+
+def test_push_leaves_a_damaged_entry_out_and_stops_at_an_unreachable_store(tmp_path: Path) -> None:
+    made = _fill(tmp_path / "m1", {"a": 0, "b": 0})
+    data = made["a"].path / "a.bin"
+    data.write_bytes(b"y" + data.read_bytes()[1:])  # one byte flipped, the size kept
+    url = (tmp_path / "shared").as_uri()
+    run = _cli("push", url, "--cache-dir", str(tmp_path / "m1"))
+    assert run.returncode == 1
+    assert f"damaged quantize/{made['a'].key} stories260k a: a.bin does not match its manifest; " \
+           "not pushed" in run.stdout.splitlines()
+    assert run.stdout.splitlines()[-1].startswith("1 pushed"), run.stdout
+    gone = _cli("push", "http://127.0.0.1:9/cache", "--cache-dir", str(tmp_path / "m1"))
+    assert gone.returncode == 1 and len(gone.stderr.splitlines()) == 1, gone.stderr
+    assert gone.stderr.startswith("python -m pytest_qnn_genai.cache: error: "), gone.stderr
