@@ -55,10 +55,11 @@ if TYPE_CHECKING:
 pytestmark = pytest.mark.perf
 # (case, variant) -> on the x86 simulator: the tokens the runner accepted over the eval prompt's
 # generation (exact: greedy decoding of one program, both flows' builds), and a floor under the
-# lookahead / hybrid decode-rate share there, the median of PAIRS_ON_THE_SIMULATOR pairs: just
-# under the lowest median of repeated runs, idle and with the other core busy (the measurements
-# page, "Lookahead"), so that noise stays above it and a lookahead path a third slower does not.
-MEASURED = {("stories260k", "lookahead"): (11, 0.7)}
+# lookahead / hybrid decode-rate share there, the median of PAIRS_ON_THE_SIMULATOR pairs: under
+# the lowest median measured where it is judged, the x86-runner target and the loopback phone
+# inside a loaded make test (the measurements page, "Lookahead"), so that noise stays above it
+# and a lookahead path at half the hybrid's rate does not.
+MEASURED = {("stories260k", "lookahead"): (11, 0.5)}
 # the share judged on the simulator: the median of this many alternated (lookahead, hybrid) pairs
 # (checks/generation.py lookahead_gains says why); a phone's share is info, one pair.
 PAIRS_ON_THE_SIMULATOR = 3
