@@ -162,8 +162,9 @@ def test_every_suite_runs_its_phone_checks_on_the_phone(loopback, qnn_settings, 
 def test_lookahead_decodes_on_the_phone(loopback, qnn_settings, tmp_path) -> None:
     """Lookahead (a perf-suite check, so outside the run above) on the phone: upstream's runner
     decodes the staged flow's lookahead build with ``--eval_mode 2`` there, its text is the
-    hybrid build's and its accepted-token count is the one measured (the speed share is info on
-    a phone); llama.py's is the nightly's (skipped here, saying so)."""
+    hybrid build's and its accepted-token count is the one measured; its speed share is judged
+    as on the x86 simulator, which runs this phone's programs (it is info on a phone that runs
+    its own HTP); llama.py's is the nightly's (skipped here, saying so)."""
     run = _pytest(loopback, loopback.runner, qnn_settings.cache_dir, tmp_path / "junit.xml",
                   "suites/perf/test_lookahead.py", "--models", SHORT_CASE, marks="perf")
     assert run.returncode == 0, run.stdout[-6000:] + run.stderr[-2000:]
