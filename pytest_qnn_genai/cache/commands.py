@@ -24,7 +24,6 @@ from can be removed under it.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import tempfile
 import time
@@ -41,7 +40,7 @@ from pytest_qnn_genai.cache.housekeeping import (
     remove,
     sweep,
 )
-from pytest_qnn_genai.cache.layout import MANIFEST
+from pytest_qnn_genai.cache.layout import MANIFEST, Manifest, read_manifest
 from pytest_qnn_genai.cache.stats import CacheStats
 from pytest_qnn_genai.files import file_sha256
 from pytest_qnn_genai.settings import artifacts_dir, default_cache_dir
@@ -126,11 +125,10 @@ def cmd_rm(root: Path, args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
-def _damage(info: EntryInfo) -> str:
-    """Why ``info``'s files do not match its manifest ("" when they all do)."""
-    if info.damaged:
-        return info.damaged
-    manifest = json.loads((info.path / MANIFEST).read_bytes())
+def _damage(info: EntryInfo, manifest: Manifest) -> str:
+    """Why ``info``'s files do not match ``manifest``, its own ("" when they all do). The same
+    check as ``ArtifactCache._check``, which this module cannot call: moving it out of the store
+    changes the code digest in every cache key."""
     for name, meta in manifest["files"].items():
         path = info.path / name
         if not path.is_file() or path.stat().st_size != meta["size"] \
@@ -155,19 +153,20 @@ def cmd_push(root: Path, args: argparse.Namespace, out: TextIO) -> int:
         for info in entries(root):
             if args.stage and info.stage not in args.stage:
                 continue
-            why = _damage(info)
-            if why:
-                damaged += 1
-                out.write(f"damaged {info.name} {info.label or '-'}: {why}; not pushed\n")
-                continue
-            try:
+            try:  # what the remote has is not read or hashed here
                 have = store.get(manifest_path(info.stage, info.key), Path(tmp) / MANIFEST)
             except RemoteError as e:
                 raise CommandError(str(e)) from None
             if have:
                 there += 1
                 continue
-            mirror.upload(info.path, json.loads((info.path / MANIFEST).read_bytes()))
+            manifest = None if info.damaged else read_manifest(info.path)
+            why = info.damaged if manifest is None else _damage(info, manifest)
+            if why or manifest is None:
+                damaged += 1
+                out.write(f"damaged {info.name} {info.label or '-'}: {why}; not pushed\n")
+                continue
+            mirror.upload(info.path, manifest)
             if said:  # unreachable or refusing writes: nothing more can be pushed
                 raise CommandError(said[0])
             pushed += 1
