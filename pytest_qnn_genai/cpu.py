@@ -1,22 +1,14 @@
-"""The CPU kind a build and a measurement ran on: what, besides a key's inputs, shapes their bytes.
+"""The machine a run computes on: what a report and a record's provenance name, never a key.
 
 Contract. :func:`kind` names this machine's CPU by the model name the kernel reports
-(``/proc/cpuinfo``) and the instruction set torch's kernels dispatch to
-(``torch.backends.cpu.get_cpu_capability()``, which honours ``ATEN_CPU_CAPABILITY``);
-:attr:`CpuKind.slug` is its file-name form (``amd-epyc-avx512``). The slug is in every cache key
-(:func:`pytest_qnn_genai.sdk.versions.stack`) and names the folder of the accepted records
-measured on this kind (:func:`pytest_qnn_genai.golden.accepted.path_for`).
+(``/proc/cpuinfo``) and the widest instruction set its flags offer (:func:`native_isa`);
+:attr:`CpuKind.slug` is its file-name form (``amd-epyc-avx512``), :attr:`CpuKind.label` the form a
+reader quotes. It describes; it decides nothing: every build computes on the one pinned path
+(:mod:`pytest_qnn_genai.isa`), so neither the cache keys nor the accepted records depend on it.
 
-Why. A float kernel on another CPU kind (another vendor's library path, AVX2 against AVX512) adds
-in another order. The same key, code and packages then give another calibration, another program
-and figures that differ in their printed digits (the docs' measurements page, "Builds depend on the
-CPU"), so a record measured on one kind is not the truth on another, and a build fetched from a
-cache another kind filled is neither kind's build.
-
-Hazard. Two machines that report the same model name and instruction set are taken as one kind;
-a virtual machine that hides its model (``AMD EPYC`` with no generation) can merge kinds that
-compute differently, and then a record fails on a machine of the same name: the failure names
-the kind, so a reader can tell.
+Hazard. The native instruction set is read from the flags, not from torch, which reports the
+pinned path. A virtual machine that hides its model (``AMD EPYC`` with no generation) merges
+kinds in the description; on the pinned path that changes no figure.
 """
 from __future__ import annotations
 
@@ -26,12 +18,14 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-CPUINFO = Path("/proc/cpuinfo")
+from pytest_qnn_genai.isa import CPUINFO, cpu_flags
+
+AVX512 = ("avx512f", "avx512bw", "avx512dq", "avx512vl")  # torch's own test for AVX512
 
 
 @dataclass(frozen=True)
 class CpuKind:
-    """A CPU's model name and the instruction set torch dispatches to."""
+    """A CPU's model name and the widest instruction set it offers."""
 
     model: str
     capability: str
@@ -59,9 +53,14 @@ def model_name(cpuinfo: Path = CPUINFO) -> str:
     return platform.processor() or platform.machine() or "unknown CPU"
 
 
+def native_isa(flags: frozenset[str]) -> str:
+    """``AVX512``, ``AVX2`` or ``DEFAULT``: what torch would dispatch to unpinned."""
+    if all(f in flags for f in AVX512):
+        return "AVX512"
+    return "AVX2" if {"avx2", "fma"} <= flags else "DEFAULT"
+
+
 @functools.cache
 def kind() -> CpuKind:
     """This machine's CPU kind (read once a process)."""
-    import torch
-
-    return CpuKind(model_name(), torch.backends.cpu.get_cpu_capability())
+    return CpuKind(model_name(), native_isa(cpu_flags()))

@@ -12,7 +12,9 @@ its threshold and its verdict have one source. The contract:
   ``updated`` is the value an update run wrote into a golden file (its judge names the file): it
   was judged by nothing, since judging it against what it just wrote cannot fail.
 - ``rule`` says what kind of check it was; :data:`PHONE_FLOOR` marks a golden perf floor, which
-  only a phone's figure may meet (the report refuses it on an emulator record).
+  only a phone's figure may meet (the report refuses it on an emulator record); :data:`NO_RECORD`
+  a ``fail`` because the figure has no accepted value to be held to
+  (:mod:`pytest_qnn_genai.golden.no_record`), counted apart by :func:`no_records`.
 - ``bound`` is the threshold as a number when there is one (plots draw it), ``better`` the
   direction a change is an improvement in (``higher``/``lower``; None: neither).
 
@@ -31,9 +33,9 @@ VERDICTS = (PASS, FAIL, INCONCLUSIVE, INFO, UPDATED)
 FAILING = (FAIL, INCONCLUSIVE)  # a gate that could not tell is never a pass
 
 # what kind of check judged a figure
-AT_LEAST, AT_MOST, EQUAL, RATIO, PHONE_FLOOR, PROBLEM = (
-    "at-least", "at-most", "equal", "ratio", "phone-floor", "problem")
-RULES = ("", AT_LEAST, AT_MOST, EQUAL, RATIO, PHONE_FLOOR, PROBLEM)
+AT_LEAST, AT_MOST, EQUAL, RATIO, PHONE_FLOOR, PROBLEM, NO_RECORD = (
+    "at-least", "at-most", "equal", "ratio", "phone-floor", "problem", "no-record")
+RULES = ("", AT_LEAST, AT_MOST, EQUAL, RATIO, PHONE_FLOOR, PROBLEM, NO_RECORD)
 HIGHER, LOWER = "higher", "lower"
 
 # JSON scalars a figure's value and reference may be (a count, a rate, "identical", ...)
@@ -172,6 +174,17 @@ def updated(figure: Figure, where: str) -> Figure:
 def problem(name: str, message: str, judge: str) -> Figure:
     """A failed check that has no number (the workload was another, too little work, ...)."""
     return Figure(name, message, FAIL, judge, PROBLEM)
+
+
+def no_record(name: str, value: Scalar, judge: str, *, better: str | None = None,
+              label: str = "") -> Figure:
+    """A figure that fails because nothing accepted holds it (``judge``: where it was sought)."""
+    return Figure(name, value, FAIL, judge, NO_RECORD, better=better, label=label)
+
+
+def no_records(figures: Iterable[Figure]) -> int:
+    """How many of ``figures`` failed for want of a record."""
+    return sum(1 for f in figures if f.rule == NO_RECORD)
 
 
 def counts(figures: Iterable[Figure]) -> dict[str, int]:

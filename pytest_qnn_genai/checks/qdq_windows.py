@@ -10,8 +10,8 @@ first eval-window position whose argmax leaves fp32's (teacher-forced: later pos
 the true tokens), and held-out word perplexity.
 
 Each pair of flows has its own bounds (:func:`pair_checks`), read from a committed JSON file
-(``golden/genai/<cpu>/qdq_windows.json``: per CPU kind, case and pair, with the measurement
-they were set from), never from the run under test: genai vs legacy is a different quantization
+(``golden/genai/qdq_windows.json``: per case and pair, with the measurement they were set
+from), never from the run under test: genai vs legacy is a different quantization
 (bounded by what was measured), staged vs legacy the same one (bounded tightly).
 
 Hazard: the rows of the three flows and of fp32 must be the same windows in the same order;

@@ -1,8 +1,7 @@
 """The last accepted measurement: each accuracy figure of a case × SoC × target as it was accepted.
 
-``golden/accepted/<cpu>/<case>.json`` holds, per target key (:func:`key_for`:
-``SM8650-htp-emulator``, ``SM8650-htp-x86-runner``, ``SM8650-htp-phone``), the figures the gate
-measured on one CPU kind (``<cpu>``: :attr:`pytest_qnn_genai.cpu.CpuKind.slug`) and someone
+``golden/accepted/<case>.json`` holds, per target key (:func:`key_for`: ``SM8650-htp-emulator``,
+``SM8650-htp-x86-runner``, ``SM8650-htp-phone``), the figures the gate measured and someone
 accepted, each with the commit and the command that measured it::
 
     {"case": "qwen3_toy",
@@ -14,10 +13,10 @@ accepted, each with the commit and the command that measured it::
 ``program`` names the cache entry of the build the figures were measured on, so a later run can
 pair today's build against it for speed (:mod:`pytest_qnn_genai.perf.accepted`).
 
-Records are kept per CPU kind because a build and a reference computed on another kind differ in
-their printed digits (:mod:`pytest_qnn_genai.cpu`): a kind is judged only against its own record,
-and a kind with none, where another kind has one, is told so (:func:`kinds_recorded`), never
-judged on the floors alone.
+One record per case serves every x86-64 machine: every build and reference computes on one
+numeric path (:mod:`pytest_qnn_genai.isa`), on which the figures follow the path, not the CPU.
+A case, target key or figure the record lacks is never judged on the floors alone: it fails
+(:mod:`pytest_qnn_genai.golden.no_record`).
 
 A figure is a number or a list of token ids (a greedy path). The next run is judged against it
 (:mod:`pytest_qnn_genai.golden.accepted_judge`) at
@@ -47,7 +46,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pytest_qnn_genai.golden import per_cpu, updates
+from pytest_qnn_genai.golden import updates
 from pytest_qnn_genai.targets import BACKENDS, SOCS
 
 if TYPE_CHECKING:
@@ -174,14 +173,9 @@ def key_for(target: Target, build_target: Target) -> str:
     return f"{target.soc.name}-{target.backend}-{kind}"
 
 
-def path_for(golden_dir: Path, case_name: str, cpu: str) -> Path:
-    """Where ``case_name``'s accepted record measured on the CPU kind ``cpu`` (a slug) lives."""
-    return per_cpu.path_for(golden_dir, SUBDIR, cpu, f"{case_name}.json")
-
-
-def kinds_recorded(golden_dir: Path, case_name: str) -> list[str]:
-    """The CPU kinds (slugs) that have an accepted record of ``case_name``, sorted."""
-    return per_cpu.kinds_recorded(golden_dir, SUBDIR, f"{case_name}.json")
+def path_for(golden_dir: Path, case_name: str) -> Path:
+    """Where ``case_name``'s accepted record lives."""
+    return golden_dir / SUBDIR / f"{case_name}.json"
 
 
 def value_of(value: Value | list[int]) -> Value:

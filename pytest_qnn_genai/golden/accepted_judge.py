@@ -1,11 +1,12 @@
 """Today's figures held to the last accepted measurement (:mod:`pytest_qnn_genai.golden.accepted`).
 
-Contract: :func:`compare` gives one report row per measured figure: ``info`` where the record has
-no accepted value (saying how to record one), ``pass`` where the value is the accepted one at its
-printed resolution, ``fail`` otherwise, worse or better. The hazard it guards: a better value that
-passed would leave the record stale, and a later return to the old value would pass unseen, so an
-improvement fails too until the record is rewritten (``--qnn-update-golden``). Every failure line
-names old, new, the record and the commit and command that measured the accepted value.
+Contract: :func:`compare` gives one report row per measured figure: ``pass`` where the value is
+the accepted one at its printed resolution, ``fail`` otherwise, worse or better, and ``fail`` with
+the rule ``no-record`` where the record has no accepted value (:mod:`.no_record`: a hole is never
+a pass). The hazard it guards: a better value that passed would leave the record stale, and a
+later return to the old value would pass unseen, so an improvement fails too until the record
+is rewritten (``--qnn-update-golden``). Every failure line names old, new, the record and the
+commit and command that measured the accepted value.
 """
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from pytest_qnn_genai import figures
+from pytest_qnn_genai.golden import no_record
 from pytest_qnn_genai.golden.accepted import AcceptedRecord, Measured, Value, value_of
 from pytest_qnn_genai.sequences import first_difference
 
@@ -41,7 +43,8 @@ def _number_change(m: Measured, old: float, new: float) -> tuple[str, str]:
     up = delta > 0
     word = ("changed" if m.better is None
             else "better" if up == (m.better == figures.HIGHER) else "worse")
-    return f"{delta:+.6g}{share}", word
+    exact = float(delta).is_integer() and abs(delta) >= 1  # a count: every digit, not 1.2e+07
+    return (f"{int(delta):+d}" if exact else f"{delta:+.6g}") + share, word
 
 
 def _tokens_change(old: tuple[int, ...], new: tuple[int, ...]) -> str:
@@ -53,20 +56,22 @@ def _tokens_change(old: tuple[int, ...], new: tuple[int, ...]) -> str:
 
 
 def compare(record: AcceptedRecord, key: str, measured: Sequence[Measured],
-            source: str) -> list[Comparison]:
+            source: str, run_command: str) -> list[Comparison]:
     """Each of ``measured`` held to ``key``'s accepted value in ``record`` (``source``: the
-    record's file, for the messages). A figure with no accepted value is ``info`` and says how to
-    record one; a changed value fails, worse or better."""
+    record's file, for the messages). A figure with no accepted value fails as no record, with
+    the command that records it (``run_command`` with the update flag); a changed value fails,
+    worse or better."""
     out = []
     for m in measured:
         new = value_of(m.value)
         name, label = f"{m.name}_vs_accepted", f"{m.label or m.name} vs accepted"
         accepted = record.figure(key, m.name)
         if accepted is None:
-            out.append(Comparison(figures.info(
-                name, scalar(new), better=m.better, label=label,
-                context={"accepted": f"none in {source} [{key}] (record it with "
-                                     "--qnn-update-golden)"})))
+            out.append(Comparison(
+                figures.no_record(name, scalar(new), f"an accepted value in {source} [{key}]",
+                                  better=m.better, label=label),
+                no_record.line(source, f"{_named(m)} for {key}",
+                               no_record.by_update(run_command))))
             continue
         old, prov = accepted.value, accepted.provenance
         judge = (f"= accepted {scalar(old)} at its printed resolution ({source} [{key}], "

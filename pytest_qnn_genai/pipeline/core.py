@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from pytest_qnn_genai import threads
+from pytest_qnn_genai import isa, threads
 from pytest_qnn_genai.cache import ArtifactCache, CacheEntry, code_digest
 from pytest_qnn_genai.flows import registry as flows
 from pytest_qnn_genai.flows.base import BuildRequest, Flow, FlowArtifacts
@@ -45,6 +45,7 @@ class Pipeline(References):
     def __init__(self, cache: ArtifactCache, devices: DeviceSessions | None = None,
                  package_root: Path | None = None) -> None:
         threads.pin()  # what it builds computes as every other process's builds (a key input)
+        isa.check()  # and on the one numeric path (IsaError: one line)
         self.cache = cache
         self.devices = devices  # this worker's phones, for phone targets
         self.package_root = package_root  # the package whose code keys hash (tests: a copy)

@@ -2,11 +2,12 @@
 
 A test judges its figures against the case's floors first (the outer wall), then calls
 ``qnn_accepted.hold(checks, *extra)``: every numeric figure of ``checks`` (and ``extra``, e.g. a
-greedy path's tokens) is compared with ``golden/accepted/<cpu>/<case>.json`` for this target's
-key and this machine's CPU kind (:mod:`pytest_qnn_genai.golden.accepted`); the comparison goes
-into the run report and a change fails naming old and new. A CPU kind with no record of a case
-that another kind has one of fails saying so: its figures would otherwise be held to the floors
-alone, and another kind's record is not its truth (:mod:`pytest_qnn_genai.cpu`).
+greedy path's tokens) is compared with ``golden/accepted/<case>.json`` for this target's key
+(:mod:`pytest_qnn_genai.golden.accepted`, one record for every x86-64 machine); the comparison
+goes into the run report and a change fails naming old and new. A case, target key (a SoC, a
+phone) or figure with no record fails in one line with the command that records it
+(:mod:`pytest_qnn_genai.golden.no_record`): its figures would otherwise be held to the floors
+alone.
 
 Under ``--qnn-update-golden`` it writes instead and judges nothing: the figures are recorded as
 ``info`` and the test returns without judging: the write is journalled
@@ -22,10 +23,10 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from pytest_qnn_genai import cpu, figures
+from pytest_qnn_genai import figures
 from pytest_qnn_genai.golden import accepted as record
 from pytest_qnn_genai.golden import accepted_judge as judge
-from pytest_qnn_genai.golden import per_cpu
+from pytest_qnn_genai.golden import no_record
 from pytest_qnn_genai.golden.updates import GoldenWriteRefused
 from pytest_qnn_genai.models.registry import ModelCase
 from pytest_qnn_genai.pipeline import Pipeline
@@ -67,22 +68,17 @@ def _read_provenance(config: pytest.Config) -> record.Provenance:
 class AcceptedGate:
     """One test's view of its case's accepted record (see the module docstring)."""
 
-    def __init__(self, golden_dir: Path, kind: cpu.CpuKind, root: Path, case: str, key: str,
+    def __init__(self, golden_dir: Path, root: Path, case: str, key: str,
                  update: bool, config: pytest.Config, recorder: Recorder) -> None:
-        self.golden_dir, self.kind, self.case, self.key = golden_dir, kind, case, key
-        self.path = record.path_for(golden_dir, case, kind.slug)
+        self.golden_dir, self.case, self.key = golden_dir, case, key
+        self.path = record.path_for(golden_dir, case)
         self.source = str(self.path.relative_to(root) if self.path.is_relative_to(root)
                           else self.path)
         self.update, self._config, self._record = update, config, recorder
 
     def _load(self) -> record.AcceptedRecord:
-        """This CPU kind's record (empty when no kind has one yet); fails the test in one line
-        when the record is damaged, or absent while another CPU kind has one."""
-        if not self.path.exists():
-            others = record.kinds_recorded(self.golden_dir, self.case)
-            if others:
-                pytest.fail(per_cpu.absent(self.source, f"accepted record of {self.case}",
-                                           self.kind.label, others), pytrace=False)
+        """The case's record (empty when there is no file); fails the test in one line when the
+        record is damaged."""
         try:
             return record.load(self.path, self.case)
         except record.AcceptedRecordError as e:
@@ -109,12 +105,17 @@ class AcceptedGate:
                 print(diff)  # the change, beside the summary's one line per figure
             return  # judged nothing: the journalled write reports the test updated
         accepted = self._load()
-        compared = judge.compare(accepted, self.key, measured, self.source)
+        run = provenance(self._config).command
+        compared = judge.compare(accepted, self.key, measured, self.source, run)
         if program is not None:
             compared.append(judge.same_program(accepted, self.key, program.digest,
                                                 self.source))
         self._record("gate", [c.figure for c in compared])
         problems = [c.problem for c in compared if c.problem]
+        if self.key not in accepted.targets:  # one line for the whole hole, not one a figure
+            what = (f"{self.case} for {self.key}" if self.path.exists()
+                    else f"{self.case} (no file)")
+            problems = [no_record.line(self.source, what, no_record.by_update(run))]
         if problems:
             pytest.fail("\n".join(problems), pytrace=False)
 
@@ -123,8 +124,9 @@ class AcceptedGate:
         line naming the file and the flag that records one)."""
         accepted = self._load().programs.get(self.key)
         if accepted is None:
-            pytest.fail(f"{self.source}: no accepted program for {self.key} (record one with "
-                        "pytest suites/gate --qnn-update-golden)", pytrace=False)
+            pytest.fail(no_record.line(self.source, f"{self.case}'s program for {self.key}",
+                                       no_record.by_update(provenance(self._config).command)),
+                        pytrace=False)
         return accepted
 
 
@@ -135,6 +137,6 @@ def qnn_accepted(request: pytest.FixtureRequest, qnn_settings: Settings, qnn_cas
     """``qnn_accepted.hold(checks, *extra)``: the test's figures held to the case's accepted
     record for this target (module docstring)."""
     key = record.key_for(qnn_target, qnn_pipeline.build_target(qnn_target))
-    return AcceptedGate(qnn_case.golden_dir or qnn_settings.golden_dir, cpu.kind(),
+    return AcceptedGate(qnn_case.golden_dir or qnn_settings.golden_dir,
                         request.config.rootpath, qnn_case.name, key,
                         qnn_settings.update_golden, request.config, qnn_record)

@@ -8,7 +8,8 @@ merges (:meth:`QnnSession.merge_worker`) before it writes the summary and the re
 (:mod:`pytest_qnn_genai.plugin.summary`, from the plugin's hook).
 
 Configure-time problems (bad option, unknown model, missing SDK, bad ``--device``, damaged perf
-golden file) are one ``pytest.UsageError`` line each.
+golden file, a machine or torch off the pinned numeric path) are one ``pytest.UsageError`` line
+each.
 """
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ from typing import TYPE_CHECKING, TypedDict
 
 import pytest
 
-from pytest_qnn_genai import threads
+from pytest_qnn_genai import cpu, isa, threads
 from pytest_qnn_genai.cache import ArtifactCache, CacheStats
 from pytest_qnn_genai.cache.configured import open_cache
 from pytest_qnn_genai.checks.parity import ParityTable
@@ -61,6 +62,10 @@ class QnnSession:
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
         self.settings = options.resolve(config.getoption, config.getini, config.rootpath)
+        try:  # every build and reference computes on the one path the records were measured on
+            isa.check()
+        except isa.IsaError as e:
+            raise pytest.UsageError(f"pytest-qnn-genai: {e}") from None
         try:
             cases = registry.select(list(self.settings.models), self.settings.case_dirs,
                                     nightly=self.settings.nightly)
@@ -121,6 +126,11 @@ class QnnSession:
             raise SdkError("no QNN SDK: pass --qnn-sdk, set QNN_SDK_ROOT, or install "
                            "onnxruntime-qnn for the emulator SDK")
         return self._sdk
+
+    @property
+    def recorded(self) -> bool:
+        """Whether any test recorded figures (without making the results file)."""
+        return self._results is not None and bool(self._results.records)
 
     @property
     def results(self) -> ResultsFile:
@@ -327,7 +337,7 @@ class QnnSession:
         return (f"qnn-genai: soc={','.join(x.name for x in s.socs)} backend={s.backend} "
                 f"device={s.device_label} {qairt} "
                 f"executorch={dist_version('executorch')} torch={dist_version('torch')} "
-                f"cache={s.cache_dir}")
+                f"cpu={cpu.kind().label} on the {isa.PATH} path cache={s.cache_dir}")
 
     def machine_info(self) -> dict[str, str]:
         """pytest-benchmark's ``machine_info["qnn_genai"]``: SoCs, backend, devices, versions."""

@@ -1,5 +1,6 @@
 """The end of a run: the report folder, the perf diff against ``--qnn-compare-to`` and the
-terminal summary (cache statistics, the parity table, the shard, the report's files).
+terminal summary (cache statistics, the parity table, the shard, the figures' verdicts, the
+report's files).
 
 The controller (or the only process) writes the report once, after every xdist worker's payload
 is merged (:meth:`~pytest_qnn_genai.plugin.session.QnnSession.finish`); workers write nothing.
@@ -10,11 +11,13 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from pytest_qnn_genai import figures as judged
 from pytest_qnn_genai.cache.remote import redact
 from pytest_qnn_genai.models import registry
 
 if TYPE_CHECKING:
     from pytest_qnn_genai.plugin.session import QnnSession
+    from pytest_qnn_genai.report.results import ResultsFile
 
 
 def fingerprint(session: QnnSession) -> dict[str, object]:
@@ -59,8 +62,20 @@ def write_report(session: QnnSession) -> None:
                                             session.baseline.perf_figures(), s.perf_noise))
 
 
+def figure_counts(results: ResultsFile) -> str:
+    """``N figures: N pass, N fail (N with no record), …, N info (judged by nothing), …``."""
+    every = [f for _, f in results.figures()]
+    counts = judged.counts(every)
+    words = {judged.FAIL: f"{counts[judged.FAIL]} fail ({judged.no_records(every)} with no "
+                          "record)",
+             judged.INFO: f"{counts[judged.INFO]} info (judged by nothing)"}
+    return f"{len(every)} figures: " + ", ".join(words.get(v, f"{n} {v}")
+                                                  for v, n in counts.items())
+
+
 def terminal_summary(session: QnnSession, tr: pytest.TerminalReporter) -> None:
-    """Cache statistics, the parity table, the perf diff and the report's files."""
+    """Cache statistics, the parity table, the figures' verdicts (no-record ones counted apart),
+    the perf diff and the report's files."""
     if session.shard is not None and not session.is_worker:
         tr.write_sep("-", "qnn-genai shard")
         tr.write_line(session.shard.line())
@@ -74,6 +89,9 @@ def terminal_summary(session: QnnSession, tr: pytest.TerminalReporter) -> None:
         tr.write_sep("-", "qnn-genai parity: legacy vs new (and A/B pairs: A vs B)")
         for line in session.parity.format():
             tr.write_line(line)
+    if session.recorded and not session.is_worker:
+        tr.write_sep("-", "qnn-genai figures")
+        tr.write_line(figure_counts(session.results))
     if session.report is None:
         return
     from pytest_qnn_genai.report.diff import render_table

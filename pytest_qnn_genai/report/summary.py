@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from pytest_qnn_genai import text
-from pytest_qnn_genai.figures import RATIO, VERDICTS, Figure
+from pytest_qnn_genai.figures import FAIL, RATIO, VERDICTS, Figure, no_records
 from pytest_qnn_genai.files import write_text_atomic
 from pytest_qnn_genai.report import upstream
 from pytest_qnn_genai.report.changes import Move, moves
@@ -89,10 +89,13 @@ def _figure_table(records: Sequence[Record], moved: Mapping[tuple[str, str, str,
 
 def _counts(results: ResultsFile) -> Table:
     counts = results.counts()
+    holes = no_records(f for _, f in results.figures())
     # a verdict is coloured only when some figure has it: the page shows red only for a failure
-    return Table(["verdict", "figures"], [[Cell(v, v if counts[v] else None),
-                                           Cell(str(counts[v]), numeric=True)]
-                                          for v in VERDICTS], name="verdict-counts")
+    rows = [[Cell(v, v if counts[v] else None), Cell(str(counts[v]), numeric=True)]
+            for v in VERDICTS]
+    rows.insert(VERDICTS.index(FAIL) + 1, [Cell("fail: no record", FAIL if holes else None),
+                                           Cell(str(holes), numeric=True)])
+    return Table(["verdict", "figures"], rows, name="verdict-counts")
 
 
 def _changes(results: ResultsFile, previous: ResultsFile | None, compared: str,

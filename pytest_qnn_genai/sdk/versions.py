@@ -4,7 +4,7 @@ from __future__ import annotations
 from importlib import metadata
 
 import pytest_qnn_genai
-from pytest_qnn_genai import cpu
+from pytest_qnn_genai import isa
 from pytest_qnn_genai.sdk.loader import QnnSdk
 from pytest_qnn_genai.threads import THREADS
 
@@ -26,9 +26,9 @@ def stack(sdk: QnnSdk) -> dict[str, str]:
     """The versions that shape an artifact (a cache-key input), also shown in headers and reports:
     :data:`SHAPING_DISTS`, QAIRT with the SDK kind, the SDK folder (for the emulator SDK its name
     carries the ABI adapter's digest), this package's version, the torch threads every build
-    computes with (:mod:`pytest_qnn_genai.threads`) and the CPU kind it computes on
-    (:mod:`pytest_qnn_genai.cpu`)."""
+    computes with (:mod:`pytest_qnn_genai.threads`) and the numeric path every x86-64 machine
+    computes on (:mod:`pytest_qnn_genai.isa`), not the machine's CPU kind."""
     return {**{d: dist_version(d) for d in SHAPING_DISTS},
             "qairt": f"{sdk.qairt_version}-{sdk.kind}", "qnn_sdk": sdk.root.name,
             "pytest-qnn-genai": pytest_qnn_genai.__version__, "torch_threads": str(THREADS),
-            "cpu": cpu.kind().slug}
+            "numeric_path": isa.PATH}

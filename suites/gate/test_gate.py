@@ -6,7 +6,7 @@ generated text against its committed golden continuation. Every judged number go
 report (``qnn_record``) from the same Check row or figure the test asserts on.
 
 Each figure is judged twice: against the case's floors (its spec, the outer wall), then against
-the last accepted measurement of this case × SoC × target (``golden/accepted/<cpu>/<case>.json``,
+the last accepted measurement of this case × SoC × target (``golden/accepted/<case>.json``,
 ``qnn_accepted``: :mod:`pytest_qnn_genai.golden.accepted`), at its printed resolution: any
 change fails naming old and new, and only ``--qnn-update-golden`` accepts a new value.
 

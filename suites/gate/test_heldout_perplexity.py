@@ -7,7 +7,7 @@ case's ceiling (``case.json`` ``gate.max_perplexity``; without one, a uniform gu
 vocabulary, reported as the default floor), and the target's over fp32's to
 ``gate.max_target_perplexity_ratio``. KL divergence and top-1 agreement of QDQ and target against
 fp32 (llama.cpp's ``--kl-divergence``) and token perplexities have no floor. Every one of these
-figures is then held to the last accepted measurement (``golden/accepted/<cpu>/<case>.json``, at its
+figures is then held to the last accepted measurement (``golden/accepted/<case>.json``, at its
 printed resolution: ``qnn_accepted``).
 """
 from __future__ import annotations

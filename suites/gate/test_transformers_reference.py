@@ -6,7 +6,7 @@ Measured for stories260k and llama3_2_toy: the project's fp32 reference (static_
 calibration graph) and transformers agree to ~1e-5 in logits with identical argmax; the
 emulator's programs keep their QDQ graph's SQNR against transformers' logits on the tokens they
 generated, as they do against fp32. Past those floors each figure is held to the last accepted
-measurement (``golden/accepted/<cpu>/<case>.json``: ``qnn_accepted``).
+measurement (``golden/accepted/<case>.json``: ``qnn_accepted``).
 """
 from __future__ import annotations
 

@@ -3,11 +3,11 @@ quantization on every Hugging Face case, judged beside llama.py's QDQ graph and 
 
 The three QDQ graphs are fed the same teacher-forced windows (held-out stories, the eval prompt
 with fp32's continuation) and held to transformers' fp32 logits (``checks/qdq_windows.py``);
-each pair of flows has its own bounds in ``golden/genai/<cpu>/qdq_windows.json``, set from
-measurement on that CPU kind. Upstream's unadjusted default path and its compilation stage are
-strict xfails that name upstream's exact failure, so a different failure or a fix shows the day
-it happens. A case genai's loader cannot read (a llama.2c checkpoint) xfails with the one-line
-reason.
+each pair of flows has its own bounds in ``golden/genai/qdq_windows.json``, set from
+measurement on the pinned numeric path (``pytest_qnn_genai/isa.py``). Upstream's unadjusted
+default path and its compilation stage are strict xfails that name upstream's exact failure,
+so a different failure or a fix shows the day it happens. A case genai's loader cannot read (a
+llama.2c checkpoint) xfails with the one-line reason.
 """
 from __future__ import annotations
 
@@ -17,19 +17,18 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pytest_qnn_genai import cpu
 from pytest_qnn_genai.checks import parity, perplexity, qdq_windows
 from pytest_qnn_genai.checks.negative_control import perturbation_problems
 from pytest_qnn_genai.flows import genai_front
 from pytest_qnn_genai.flows.genai import GenAIUnavailable, unavailable_reason
-from pytest_qnn_genai.golden import per_cpu
+from pytest_qnn_genai.golden import no_record
 from pytest_qnn_genai.pipeline import products
 from pytest_qnn_genai.pipeline.genai import genai_qdq, window_rows
 from pytest_qnn_genai.pipeline.products import needs
 
 pytestmark = [pytest.mark.parity, pytest.mark.flow("legacy", "new", "genai")]
 
-BOUNDS_DIR, BOUNDS_FILE = "genai", "qdq_windows.json"  # measured per CPU kind: golden/per_cpu.py
+BOUNDS_DIR, BOUNDS_FILE = "genai", "qdq_windows.json"
 ONE_PROMPT = "one-prompt calibration"
 
 
@@ -110,20 +109,15 @@ def _case_bounds(path: Path, case: str) -> dict[str, dict[str, float]] | None:
 
 @pytest.fixture(scope="session")
 def genai_bounds(qnn_settings, hf_case) -> tuple[dict[str, dict[str, float]], str]:
-    """The case's pair bounds measured on this CPU kind (golden/genai/<cpu>/qdq_windows.json); a
-    kind without them fails in one line naming the kinds that have them (golden/per_cpu.py).
-    The tests ask for it first, so a kind without bounds fails before the flows are built."""
-    kind = cpu.kind()
-    golden = qnn_settings.golden_dir
-    source = f"golden/{BOUNDS_DIR}/{kind.slug}/{BOUNDS_FILE}"
-    bounds = _case_bounds(per_cpu.path_for(golden, BOUNDS_DIR, kind.slug, BOUNDS_FILE),
-                          hf_case.name)
+    """The case's pair bounds (golden/genai/qdq_windows.json); a case without them fails as no
+    record (golden/no_record.py). The tests ask for it first, so a case without bounds fails
+    before the flows are built."""
+    source = f"golden/{BOUNDS_DIR}/{BOUNDS_FILE}"
+    bounds = _case_bounds(qnn_settings.golden_dir / BOUNDS_DIR / BOUNDS_FILE, hf_case.name)
     if bounds is None:
-        others = per_cpu.kinds_recorded(
-            golden, BOUNDS_DIR, BOUNDS_FILE, lambda p: _case_bounds(p, hf_case.name) is not None)
-        pytest.fail(per_cpu.absent(source, f"measured bounds of {hf_case.name}'s genai windows",
-                                   kind.label, others, "set them from this kind's figures (the "
-                                   "docs' gates page, genai_pipeline)"), pytrace=False)
+        pytest.fail(no_record.line(source, f"{hf_case.name}'s genai window bounds",
+                                   "set them from the figures this test prints (the docs' gates "
+                                   "page, genai_pipeline)"), pytrace=False)
     return bounds, source
 
 

@@ -25,7 +25,7 @@ the minimum work (``--qnn-perf-min-tokens``/``--qnn-perf-min-seconds``, pooled o
 rounds are run until it does. Every figure goes into the run's records (``--qnn-report``).
 
 Across commits (``--nightly``, emulator): today's build is paired in lockstep against the program
-of the last accepted measurement (``golden/accepted/<cpu>/<case>.json`` names its cache entry), with
+of the last accepted measurement (``golden/accepted/<case>.json`` names its cache entry), with
 the same statistics and ``--qnn-perf-accepted-floor`` (0.97), so a 3-5 % slowdown between
 commits fails (:mod:`pytest_qnn_genai.perf.accepted`).
 """
@@ -232,7 +232,7 @@ def test_relative_gate(qnn_ab_pair, qnn_pipeline, qnn_sdk, qnn_case, qnn_target,
 def test_speed_against_the_accepted_build(qnn_pipeline, qnn_sdk, qnn_case, qnn_target,
                                           qnn_settings, qnn_accepted, qnn_record) -> None:
     """Today's build against the program of the last accepted measurement
-    (``golden/accepted/<cpu>/<case>.json``, found by its cache entry locally or in the remote cache),
+    (``golden/accepted/<case>.json``, found by its cache entry locally or in the remote cache),
     in lockstep on the emulator: today's prefill and decode tok/s over the accepted program's
     keep ``--qnn-perf-accepted-floor`` (0.97) at 95 % (:mod:`pytest_qnn_genai.perf.accepted`).
     Today's build with the accepted program's files digest is that program: passed by identity."""

@@ -16,12 +16,10 @@ from pytest_qnn_genai.golden import accepted as acc
 from pytest_qnn_genai.golden import accepted_judge as judge
 from pytest_qnn_genai.golden.accepted import Measured, Provenance
 from pytest_qnn_genai.golden.updates import GoldenWriteRefused
-from pytest_qnn_genai.models.registry import select
+from pytest_qnn_genai.models.registry import available
 from pytest_qnn_genai.targets import X86_RUNNER, Target, soc
 
 REPO = Path(__file__).resolve().parents[3]
-COMMITTED = REPO / "golden" / acc.SUBDIR
-CPU_KINDS = sorted(d.name for d in COMMITTED.iterdir() if d.is_dir())  # each kind's own records
 EMULATOR_KEY = "SM8650-htp-emulator"
 PROV = Provenance("0123456789abcdef", "pytest suites/gate --models tiny --qnn-update-golden")
 # what the gate holds on the emulator (suites/gate: test_gate, test_heldout_perplexity,
@@ -43,8 +41,8 @@ def _better(name: str) -> str | None:
     return None if name.endswith("_tokens") else figures.HIGHER
 
 
-def _committed(case: str, kind: str) -> acc.AcceptedRecord:
-    return acc.load(acc.path_for(REPO / "golden", case, kind), case)
+def _committed(case: str) -> acc.AcceptedRecord:
+    return acc.load(acc.path_for(REPO / "golden", case), case)
 
 
 def _as_measured(record: acc.AcceptedRecord, key: str) -> list[Measured]:
@@ -52,21 +50,19 @@ def _as_measured(record: acc.AcceptedRecord, key: str) -> list[Measured]:
 
 
 def _problems(record: acc.AcceptedRecord, measured: list[Measured]) -> list[str]:
-    return [c.problem for c in judge.compare(record, EMULATOR_KEY, measured, "accepted.json")
-            if c.problem]
+    return [c.problem for c in judge.compare(record, EMULATOR_KEY, measured, "accepted.json",
+                                             PROV.command) if c.problem]
 
 
 def _changed(measured: list[Measured], name: str, value: acc.Value) -> list[Measured]:
     return [replace(m, value=value) if m.name == name else m for m in measured]
 
 
-@pytest.fixture(params=[(kind, case) for kind in CPU_KINDS  # the default tier: make test's
-                        for case in sorted(c.name for c in select([]))], ids="-".join)
+@pytest.fixture(params=sorted(available()))  # every tier: the nightly's case too
 def committed(request: pytest.FixtureRequest) -> tuple[acc.AcceptedRecord, list[Measured]]:
-    """A shipped case's committed record on a CPU kind and its emulator figures as a run would
-    measure them (every kind that has records holds every shipped case's)."""
-    kind, case = request.param
-    record = _committed(case, kind)
+    """A shipped case's committed record (one for every machine) and its emulator figures as a
+    run would measure them."""
+    record = _committed(request.param)
     return record, _as_measured(record, EMULATOR_KEY)
 
 
@@ -83,7 +79,7 @@ def test_every_shipped_case_holds_the_gates_figures_on_the_emulator(committed) -
 
 def test_the_committed_figures_pass(committed) -> None:
     record, measured = committed
-    compared = judge.compare(record, EMULATOR_KEY, measured, "accepted.json")
+    compared = judge.compare(record, EMULATOR_KEY, measured, "accepted.json", PROV.command)
     assert [c.figure.verdict for c in compared] == [figures.PASS] * len(measured)
     assert all(c.problem is None for c in compared)
     sqnr = next(c.figure for c in compared if c.figure.name == "qdq_sqnr_db_vs_accepted")
@@ -144,16 +140,22 @@ def test_a_perplexity_rise_fails_with_its_share(committed) -> None:
     assert len(problems) == 1 and "%), worse;" in problems[0], problems
 
 
-def test_a_figure_without_an_accepted_value_is_info(tmp_path: Path) -> None:
+def test_a_figure_without_an_accepted_value_fails_as_no_record(tmp_path: Path) -> None:
+    """Never info, never a pass: the floors alone would let a regression through."""
     record = acc.AcceptedRecord("tiny")
-    [c] = judge.compare(record, EMULATOR_KEY, [Measured("qdq_sqnr_db", 20.0)], "x.json")
-    assert c.problem is None and c.figure.verdict == figures.INFO
-    assert "record it with --qnn-update-golden" in str(c.figure.context["accepted"])
+    [c] = judge.compare(record, EMULATOR_KEY, [Measured("qdq_sqnr_db", 20.0)], "x.json",
+                        "pytest suites/gate --models tiny")
+    assert c.figure.verdict == figures.FAIL and c.figure.rule == figures.NO_RECORD
+    assert figures.no_records([c.figure]) == 1
+    assert c.problem == (
+        "x.json: no record of qdq_sqnr_db for SM8650-htp-emulator: record it with `pytest "
+        "suites/gate --models tiny --qnn-update-golden` (an update run outside CI; judge the "
+        "figures it writes before committing them)")
     assert acc.load(tmp_path / "absent.json", "tiny") == record
 
 
 def test_update_merges_and_is_the_only_writer(tmp_path: Path) -> None:
-    path = acc.path_for(tmp_path, "tiny", "some-cpu-avx2")
+    path = acc.path_for(tmp_path, "tiny")
     with pytest.raises(GoldenWriteRefused, match="--qnn-update-golden"):
         acc.update(path, "tiny", EMULATOR_KEY, [Measured("a", 1.0)], PROV, allow_write=False)
     assert not path.exists()
@@ -176,7 +178,7 @@ def test_update_merges_and_is_the_only_writer(tmp_path: Path) -> None:
 
 
 def test_the_program_is_kept_beside_the_figures(tmp_path: Path) -> None:
-    path = acc.path_for(tmp_path, "tiny", "some-cpu-avx2")
+    path = acc.path_for(tmp_path, "tiny")
     program = acc.Program("compile", "0" * 32, "1" * 64)
     acc.update(path, "tiny", EMULATOR_KEY, [Measured("a", 1.0)], PROV, allow_write=True,
                program=program)
@@ -191,7 +193,7 @@ def test_the_program_is_kept_beside_the_figures(tmp_path: Path) -> None:
 
 
 def test_updates_from_several_workers_lose_nothing(tmp_path: Path) -> None:
-    path = acc.path_for(tmp_path, "tiny", "some-cpu-avx2")
+    path = acc.path_for(tmp_path, "tiny")
     threads = [threading.Thread(target=acc.update, args=(
         path, "tiny", EMULATOR_KEY, [Measured(f"f{i}", float(i))], PROV),
         kwargs={"allow_write": True}) for i in range(8)]
@@ -259,7 +261,7 @@ def _set(*path_and_value):
 ])
 def test_a_malformed_record_is_one_line_naming_the_file_and_field(tmp_path: Path, data,
                                                                    needle: str) -> None:
-    path = acc.path_for(tmp_path, "tiny", "some-cpu-avx2")
+    path = acc.path_for(tmp_path, "tiny")
     path.parent.mkdir(parents=True)
     path.write_text(data if isinstance(data, str) else json.dumps(data))
     with pytest.raises(acc.AcceptedRecordError) as err:
