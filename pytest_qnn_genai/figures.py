@@ -7,7 +7,7 @@ Every number the run report shows comes from a :class:`Figure` made by the check
 its threshold and its verdict have one source. The contract:
 
 - ``verdict`` is ``pass``, ``fail`` or ``inconclusive`` only together with a ``judge`` that names
-  the check (``≥ 15 dB``, ``floor 1600 (SM8650 phone, −10 % noise)``, ``B/A ≥ 0.9 at 95 %``); a
+  the check (``≥ 15 dB``, ``floor 1600 (SM8650 phone, −10 % noise)``, ``B/A ≥ 0.97 at 95 %``); a
   figure nothing judged is ``info``. A judged figure without a judge is refused (ValueError).
   ``updated`` is the value an update run wrote into a golden file (its judge names the file): it
   was judged by nothing, since judging it against what it just wrote cannot fail.

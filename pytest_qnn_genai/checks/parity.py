@@ -1,4 +1,4 @@
-"""Legacy-vs-new parity as plain functions: program signatures, sizes, outputs, the table.
+"""Legacy-vs-new parity as plain functions: program signatures, bytes, outputs, the table.
 
 Every comparison returns :class:`Check` rows (check, legacy, new, delta, verdict, detail) that a
 test asserts on, the session's :class:`ParityTable` prints and the run report records
@@ -23,7 +23,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from pytest_qnn_genai import figures, text
-from pytest_qnn_genai.checks import numerics
+from pytest_qnn_genai.checks import numerics, program_bytes
+from pytest_qnn_genai.checks.program_bytes import ProgramDiff
 from pytest_qnn_genai.hybrid import GRAPH_METHODS
 from pytest_qnn_genai.models.spec import EXACT, ParityTolerance
 from pytest_qnn_genai.untyped import Json
@@ -271,15 +272,41 @@ def compare_compile_options(legacy: dict[str, object], new: dict[str, object]) -
                   name="qnn_compile_options")]
 
 
-def compare_pte_size(legacy_bytes: int, new_bytes: int,
-                     tolerance: ParityTolerance = EXACT) -> Check:
-    """Two builds' ``.pte`` bytes: identical (two builds of one recipe measure byte for byte
-    the same size), or, under a case's reasoned ``tolerance``, within :data:`PTE_SIZE_RTOL`."""
+def compare_pte(legacy: Path | str, new: Path | str,
+                tolerance: ParityTolerance = EXACT) -> list[Check]:
+    """Two builds' ``.pte`` files: their bytes (:func:`pte_sha256`) and their size
+    (:func:`pte_size`), two rows; equal sizes are not identical programs."""
+    diff = program_bytes.compare(legacy, new, labels=("legacy", "new"))
+    return [pte_sha256(diff, tolerance), pte_size(*diff.sizes, tolerance)]
+
+
+def pte_sha256(diff: ProgramDiff, tolerance: ParityTolerance = EXACT) -> Check:
+    """Two builds' ``.pte`` bytes (:func:`pytest_qnn_genai.checks.program_bytes.compare`):
+    identical sha256 digests (the QNN blobs' build stamps aside), or a failure whose detail names
+    each part that differs. Under a
+    case's reasoned ``tolerance`` the row is shown (info), judged by nothing: only its size is."""
+    digests = [f"legacy sha256 {diff.sha256[0]} ({diff.sizes[0]} B)",
+               f"new    sha256 {diff.sha256[1]} ({diff.sizes[1]} B)"]
+    n = len(diff.parts)
+    delta = "identical" if diff.identical else f"{n} {'part differs' if n == 1 else 'parts differ'}"
+    detail = "\n".join(digests + list(diff.parts))
+    short = (diff.sha256[0][:16], diff.sha256[1][:16])
+    if tolerance.exact:
+        return Check(".pte bytes (sha256)", *short, delta, ok=diff.identical, detail=detail,
+                     judge="byte-identical to legacy's", name="pte_sha256", rule=figures.EQUAL)
+    return Check(".pte bytes (sha256)", *short, delta, detail=detail, info=True,
+                 name="pte_sha256", tolerance=tolerance.reason)
+
+
+def pte_size(legacy_bytes: int, new_bytes: int, tolerance: ParityTolerance = EXACT) -> Check:
+    """Two builds' ``.pte`` byte counts: equal (two builds of one recipe measure the same size),
+    or, under a case's reasoned ``tolerance``, within :data:`PTE_SIZE_RTOL`. Equal counts say
+    nothing of the bytes: :func:`pte_sha256` judges those."""
     delta = (new_bytes - legacy_bytes) / legacy_bytes
     if tolerance.exact:
-        return Check(".pte size (identical)", legacy_bytes, new_bytes,
+        return Check(".pte size (equal)", legacy_bytes, new_bytes,
                      f"{new_bytes - legacy_bytes:+d} B ({delta:+.2%})", ok=new_bytes == legacy_bytes,
-                     judge="identical to legacy's", name="pte_bytes", bound=legacy_bytes,
+                     judge="the same byte count as legacy's", name="pte_bytes", bound=legacy_bytes,
                      rule=figures.EQUAL, better=figures.LOWER)
     return Check(f".pte size (within {PTE_SIZE_RTOL:.0%})", legacy_bytes, new_bytes, f"{delta:+.2%}",
                  ok=abs(delta) <= PTE_SIZE_RTOL,

@@ -8,7 +8,8 @@ accepted, each with the commit and the command that measured it::
      "targets": {"SM8650-htp-emulator": {"figures": {
          "qdq_sqnr_db": {"value": 23.011, "commit": "<commit>", "command": "pytest suites/gate …"},
          "qdq_greedy_tokens": {"value": [44, 363, …], "commit": …, "command": …}},
-       "program": {"stage": "compile", "key": "…", "digest": "…", "commit": …, "command": …}}}}
+       "program": {"stage": "compile", "key": "…", "digest": "…", "sha256": "…", "commit": …,
+                   "command": …}}}}
 
 ``program`` names the cache entry of the build the figures were measured on, so a later run can
 pair today's build against it for speed (:mod:`pytest_qnn_genai.perf.accepted`).
@@ -99,11 +100,15 @@ class Measured:
 @dataclass(frozen=True)
 class Program:
     """The accepted build's program: its cache entry (``stage``/``key``, found in the local or
-    the remote cache) and the digest of that entry's files, which the entry found must have."""
+    the remote cache), the digest of that entry's files, which the entry found must have, and the
+    sha256 of its ``.pte`` without the build stamps
+    (:func:`pytest_qnn_genai.sdk.context_binary.program_sha256`): a rebuild of the same program
+    on any machine has that sha256 ("" in a record written before it was kept)."""
 
     stage: str
     key: str
     digest: str
+    sha256: str = ""
 
 
 @dataclass(frozen=True)
@@ -149,9 +154,10 @@ class AcceptedRecord:
                      + ",\n".join(lines) + "\n      }")
             if key in self.programs:
                 p = self.programs[key]
+                sha = {"sha256": p.program.sha256} if p.program.sha256 else {}
                 block += ",\n      \"program\": " + json.dumps(
                     {"stage": p.program.stage, "key": p.program.key, "digest": p.program.digest,
-                     "commit": p.provenance.commit, "command": p.provenance.command},
+                     **sha, "commit": p.provenance.commit, "command": p.provenance.command},
                     ensure_ascii=False)
             blocks.append(block + "\n    }")
         body = "{\n" + ",\n".join(blocks) + "\n  }" if blocks else "{}"
@@ -254,10 +260,10 @@ def parse(data: object, source: str, case_name: str | None = None) -> AcceptedRe
         if "program" in entry:
             at = f"targets.{key}.program"
             raw = _object(entry["program"], source, at,
-                          ("stage", "key", "digest", "commit", "command"))
+                          ("stage", "key", "digest", "commit", "command"), ("sha256",))
             text = {k: _text(raw[k], where(f"{at}.{k}")) for k in raw}
             programs[key] = AcceptedProgram(
-                Program(text["stage"], text["key"], text["digest"]),
+                Program(text["stage"], text["key"], text["digest"], text.get("sha256", "")),
                 Provenance(text["commit"], text["command"]))
         figs: dict[str, Accepted] = {}
         for name, raw_figure in _object(entry["figures"], source,

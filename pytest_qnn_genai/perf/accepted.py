@@ -11,11 +11,15 @@ Lockstep pairs single calls milliseconds apart (measured round ratios of one pro
 itself 0.998..1.003 decode, 0.979..1.017 prefill), which is what resolves a 3-5 % slowdown
 between commits where whole generations (0.78..1.08) cannot.
 
-Hazard: the accepted program lives only in a cache. A machine whose caches hold neither it nor a
-remote copy cannot judge the speed; that is a failure naming the entry (a gate that cannot tell is
-never a pass), not a skip. Nor is a rebuild of the same cache key the accepted program: measured,
-a cold rebuild computes bit-identical logits but its files differ (the ``.pte`` in 2,560 bytes),
-so its digest is another; the entry must be the one recorded (a remote cache keeps it).
+Today's program whose stamp-free sha256 is the record's is the accepted program (a rebuild of
+an unchanged tree on any machine: two builds of one program differ only in the QNN blobs' build
+stamps, :func:`pytest_qnn_genai.sdk.context_binary.program_sha256`); the suite passes it by
+identity without pairing.
+
+Hazard: another program's accepted counterpart lives only in a cache. A machine whose caches
+hold neither it nor a remote copy cannot judge the speed; that is a failure naming the entry (a
+gate that cannot tell is never a pass), not a skip. The entry found must have the recorded files
+digest, so a rebuild under the same key at another commit is never taken for it.
 """
 from __future__ import annotations
 

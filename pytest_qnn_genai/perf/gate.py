@@ -85,7 +85,7 @@ class GateVerdict:
 
     @property
     def judge(self) -> str:
-        """The rule this verdict applies, in words (``B/A ≥ 0.9 at 95 %``)."""
+        """The rule this verdict applies, in words (``B/A ≥ 0.97 at 95 %``)."""
         return f"B/A ≥ {self.floor:g} at {CONFIDENCE:.0%}"
 
     def figure(self, name: str, a: str, b: str) -> Figure:
@@ -111,7 +111,7 @@ class GateVerdict:
 
 
 def relative_gate(a_figures: Sequence[float], b_figures: Sequence[float],
-                  floor: float = 0.9, confidence: float = CONFIDENCE) -> GateVerdict:
+                  floor: float = 0.97, confidence: float = CONFIDENCE) -> GateVerdict:
     """Judge candidate B against reference A from paired per-round rates (higher is better)."""
     if not a_figures or len(a_figures) != len(b_figures):
         raise ValueError(f"relative_gate: need equal, non-empty round lists, got {len(a_figures)} "

@@ -65,6 +65,16 @@ def _read_provenance(config: pytest.Config) -> record.Provenance:
     return record.Provenance(commit, shlex.join(["pytest", *args]))
 
 
+def _program(entry: CacheEntry) -> record.Program:
+    """A compile entry as a record names it: stage, key, files digest and the stamp-free
+    sha256 of its ``.pte``."""
+    from pytest_qnn_genai.sdk.context_binary import program_sha256
+    from pytest_qnn_genai.stages.compile import PteArtifacts
+
+    return record.Program(str(entry.manifest["stage"]), entry.key, entry.digest,
+                          program_sha256(PteArtifacts.load(entry.path).pte))
+
+
 class AcceptedGate:
     """One test's view of its case's accepted record (see the module docstring)."""
 
@@ -91,8 +101,7 @@ class AcceptedGate:
         the comparison, fail on a change."""
         measured = [*judge.measured_of(rows), *extra]
         if self.update:
-            built = None if program is None else record.Program(
-                str(program.manifest["stage"]), program.key, program.digest)
+            built = None if program is None else _program(program)
             try:
                 diff = record.update(self.path, self.case, self.key, measured,
                                      provenance(self._config), allow_write=True, program=built)

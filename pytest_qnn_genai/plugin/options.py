@@ -265,9 +265,10 @@ KNOBS: tuple[Knob, ...] = (
     _perf("qnn_perf_min_seconds", "perf_min_seconds", "measured seconds a perf figure must rest "
           "on, pooled over rounds", "2.0", number(float, 0.0), "S"),
     _perf("qnn_perf_ratio_floor", "perf_ratio_floor", "A/B gate: lowest allowed B/A tok/s "
-          "ratio (median of paired rounds; its 95 percent lower bound must reach it)", "0.9",
+          "ratio (median of paired rounds; its 95 percent lower bound must reach it; lockstep "
+          "resolves 0.98-1.02)", "0.97",
           number(float, 0.0, low_open=True), "RATIO"),
-    _perf("qnn_perf_accepted_floor", "perf_accepted_floor", "nightly, emulator: lowest allowed "
+    _perf("qnn_perf_accepted_floor", "perf_accepted_floor", "emulator: lowest allowed "
           "tok/s ratio of today's build over the accepted build's program (golden/accepted; "
           "lockstep pairs, its 95 percent lower bound must reach it)", "0.97",
           number(float, 0.0, low_open=True), "RATIO"),

@@ -170,6 +170,54 @@ def extract(pte: Path | bytes) -> list[DelegateBlob]:
     return out
 
 
+STAMP = slice(4, 12)  # the protocol header's i64 signature: the build's time in nanoseconds
+
+
+def build_stamps(pte: bytes) -> list[int]:
+    """The file offsets of every QnnBackend blob's build stamp in ``pte`` (its context protocol
+    header's ``signature``: ExecuTorch writes the build's wall time there, in nanoseconds, so two
+    builds of one program differ in these 8 bytes and nowhere else)."""
+    from executorch.exir._serialize._program import (
+        DataLocation,
+        _flatbuffer_to_program,
+        _get_extended_header,
+    )
+
+    header = _get_extended_header(pte)
+    if header is None or not header.is_valid():
+        return []
+    try:
+        program = _flatbuffer_to_program(pte[:header.program_size])
+    except Exception:  # noqa: BLE001 - not a program: nothing to zero (the comparison says so)
+        return []
+    out = []
+    for plan in program.execution_plan:
+        for delegate in plan.delegates:
+            if delegate.id != "QnnBackend" or delegate.processed.location != DataLocation.SEGMENT:
+                continue
+            start = header.segment_base_offset + program.segments[delegate.processed.index].offset
+            magic = int.from_bytes(pte[start:start + 4], "little")
+            if magic == CONTEXT_PROTOCOL_MAGIC and start + STAMP.start not in out:
+                out.append(start + STAMP.start)
+    return out
+
+
+def without_build_stamps(pte: bytes) -> bytes:
+    """``pte`` with every QnnBackend build stamp zeroed: the program's bytes, whenever built."""
+    data = bytearray(pte)
+    for offset in build_stamps(pte):
+        data[offset:offset + STAMP.stop - STAMP.start] = bytes(STAMP.stop - STAMP.start)
+    return bytes(data)
+
+
+def program_sha256(pte: Path) -> str:
+    """The sha256 of ``pte``'s bytes without its build stamps: equal for two builds of one
+    program, different for any other byte."""
+    import hashlib
+
+    return hashlib.sha256(without_build_stamps(Path(pte).read_bytes())).hexdigest()
+
+
 # --- libQnnSystem -------------------------------------------------------------------------------
 
 def default_lib_dir() -> Path:

@@ -6,7 +6,8 @@ AR-1, so there the check "tokens are the argmax of their logits" could not fail 
 graph. Here the target runs ``prefill_forward`` once on the eval prompt's first chunk (empty KV
 cache: ``runtime.prefill.first_chunk_inputs``), in this process on the emulator, through
 upstream's ``qnn_executor_runner`` elsewhere, and its logits at every prompt position are held to
-the QDQ graph's (teacher-forced on the prompt), with the gate's thresholds for target logits.
+the QDQ graph's (teacher-forced on the prompt), with the gate's thresholds for target logits,
+then held to the last accepted measurement (``golden/accepted/<case>.json``: ``qnn_accepted``).
 """
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ from pytest_qnn_genai.runtime.tokenizer import encode, load_tokenizer
 
 
 def test_prefill_graph_runs_the_qdq_graph_on_the_target(qnn_pipeline, qnn_case, qnn_target,
-                                                        qnn_pte, qnn_record) -> None:
+                                                        qnn_pte, qnn_record, qnn_accepted) -> None:
     info = inspect_pte(qnn_pte.pte)
     meta = info.methods[PREFILL]
     ar = meta.inputs[0].shape[-1]
@@ -44,3 +45,4 @@ def test_prefill_graph_runs_the_qdq_graph_on_the_target(qnn_pipeline, qnn_case, 
                                          rows="position", sources=(cosine.source, sqnr.source))
     qnn_record("gate", checks)
     assert all(c.ok for c in checks), parity.failures(checks)
+    qnn_accepted.hold(checks)

@@ -37,5 +37,5 @@ def test_genai_builds_the_same_program(genai_artifacts, new_signature) -> None:
 
 
 def test_genai_pte_size(genai_artifacts, new_artifacts) -> None:
-    check = parity.compare_pte_size(genai_artifacts.pte_bytes, new_artifacts.pte_bytes)
-    assert check.ok, parity.failures([check])
+    checks = parity.compare_pte(genai_artifacts.pte, new_artifacts.pte)
+    assert all(c.ok for c in checks), parity.failures(checks)

@@ -4,7 +4,7 @@ If these hold for every case × target, the legacy flow can be deleted: the new 
 program with the same interface (methods, constants, IO), the same quantisation encodings (every
 tensor identical), QDQ graphs that compute bit-equal logits on the same tokens, and the same
 behaviour on the target (bit-equal logits, the same greedy tokens: on the emulator, or each
-flow's phone build through the phone's runner), at a comparable size. Both flows claim one
+flow's phone build through the phone's runner), in a byte-identical .pte. Both flows claim one
 recipe, so identity is the default; a case's spec may declare a tolerance for the pair, with its
 reason (``gate.parity["legacy:new"]``, ``checks/bounds.py``).
 """
@@ -25,15 +25,15 @@ def _record(table: parity.ParityTable, record, checks, case, target) -> None:  #
 
 def test_build_times_and_sizes(legacy_artifacts, new_artifacts, parity_table, qnn_case,
                                qnn_target, qnn_record) -> None:
-    size = parity.compare_pte_size(legacy_artifacts.pte_bytes, new_artifacts.pte_bytes,
-                                   bounds.parity_tolerance(qnn_case, "legacy", "new"))
+    pte = parity.compare_pte(legacy_artifacts.pte, new_artifacts.pte,
+                             bounds.parity_tolerance(qnn_case, "legacy", "new"))
     build = parity.Check("build s (cache manifests)", legacy_artifacts.total_build_s,
                          new_artifacts.total_build_s,
                          f"{new_artifacts.total_build_s - legacy_artifacts.total_build_s:+.1f}s "
                          f"{new_artifacts.build_s}", info=True, name="build_s",
                          better="lower")
-    _record(parity_table, qnn_record, [build, size], qnn_case, qnn_target)
-    assert size.ok, parity.failures([size])
+    _record(parity_table, qnn_record, [build, *pte], qnn_case, qnn_target)
+    assert all(c.ok for c in pte), parity.failures(pte)
 
 
 def test_same_methods_constants_and_io(legacy_signature, new_signature, parity_table, qnn_case,

@@ -133,3 +133,30 @@ def test_the_context_binary_is_the_build_of_the_libraries_that_run_it(ptes: dict
     newer = Build.parse(f"v{build.version[0]}.{build.version[1] + 1}.0.{build.stamp}")
     with pytest.raises(LibraryBuildError, match="newer than the QNN libraries"):
         libs.check_binary(newer, "linear.pte", "--qnn-sdk")
+
+
+def test_two_builds_of_one_program_differ_only_in_the_build_stamp(
+        ptes: dict[str, Path], tmp_path: Path) -> None:
+    """The same Linear lowered again: the files differ (ExecuTorch writes the build's wall time
+    in nanoseconds into the context protocol header) in those 8 bytes only, so the stamp-free
+    sha256 is equal; one flipped byte of the context binary changes it."""
+    import hashlib
+    import time
+
+    first = ptes["SM8650"]
+    time.sleep(0.01)  # another stamp, whatever the clock's resolution
+    again = _lower_linear("SM8650", tmp_path / "again.pte")
+    a, b = first.read_bytes(), again.read_bytes()
+    [stamp] = cb.build_stamps(a)
+    assert cb.build_stamps(b) == [stamp]
+    assert hashlib.sha256(a).digest() != hashlib.sha256(b).digest()
+    assert [i for i in range(len(a)) if a[i] != b[i]] == [
+        i for i in range(stamp, stamp + 8) if a[i] != b[i]]  # nothing else differs
+    built_ns = struct.unpack_from("<q", b, stamp)[0]
+    assert abs(built_ns / 1e9 - time.time()) < 600  # a wall-clock time: this build's
+    assert cb.program_sha256(first) == cb.program_sha256(again)
+
+    flipped = bytearray(b)
+    flipped[-64] ^= 0x01  # in the context binary, past the protocol header
+    (tmp_path / "flipped.pte").write_bytes(bytes(flipped))
+    assert cb.program_sha256(tmp_path / "flipped.pte") != cb.program_sha256(again)

@@ -7,6 +7,7 @@ import pytest
 
 from pytest_qnn_genai.checks import agreement, parity
 from pytest_qnn_genai.checks.parity import Check
+from pytest_qnn_genai.checks.program_bytes import ProgramDiff
 
 RNG = np.random.default_rng(0)
 FP32 = RNG.normal(size=(24, 64))
@@ -32,11 +33,14 @@ def test_check_figure_carries_value_reference_judge_and_verdict() -> None:
 
 def test_every_parity_row_names_its_judge() -> None:
     a = parity.Signature(("kv_forward", "prefill_forward"), {}, {"get_max_seq_len": 128}, 10)
-    rows = [*parity.compare_signatures(a, a), parity.compare_pte_size(1000, 1001),
+    other_bytes = ProgramDiff(("a" * 64, "b" * 64), (1000, 1000), ("constant buffer 1: ...",))
+    rows = [*parity.compare_signatures(a, a), parity.pte_sha256(other_bytes),
+            parity.pte_size(1000, 1001),
             *parity.compare_compile_options({"soc": "SM8650"}, {"soc": "SM8750"})]
     judged = [r.figure() for r in rows]  # raises if a judged row had no judge
     assert all(f.judge for f in judged)
-    assert [f.verdict for f in judged][-2:] == ["fail", "fail"]  # one byte bigger; another SoC
+    # other bytes; one byte bigger; another SoC
+    assert [f.verdict for f in judged][-3:] == ["fail", "fail", "fail"]
 
 
 def test_qdq_keeps_fp32() -> None:

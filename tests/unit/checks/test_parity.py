@@ -95,9 +95,10 @@ def test_runs_and_table() -> None:
     assert lines[0].split("  ")[:1] == ["check"] and lines[0].split() == [
         "check", "legacy", "/", "A", "new", "/", "B", "delta", "verdict"]
     assert len(lines) == 2 + len(checks)
-    # identical bytes by default: one byte more fails; a case's reasoned tolerance allows 5 %
-    assert parity.compare_pte_size(100, 100).ok and not parity.compare_pte_size(100, 101).ok
+    # the same byte count by default: one byte more fails; a case's reasoned tolerance allows 5 %
+    assert parity.pte_size(100, 100).ok and not parity.pte_size(100, 101).ok
     loose = ParityTolerance(reason="another recipe", max_encoding_steps=1)
-    assert parity.compare_pte_size(100, 104, loose).ok
-    assert not parity.compare_pte_size(100, 106, loose).ok
-    assert "(case tolerance: another recipe)" in parity.compare_pte_size(100, 104, loose).judge
+    assert parity.pte_size(100, 104, loose).ok
+    assert not parity.pte_size(100, 106, loose).ok
+    assert "(case tolerance: another recipe)" in parity.pte_size(100, 104, loose).judge
+    assert parity.pte_size(100, 104, loose).name == "pte_bytes"  # report history keys on it

@@ -163,7 +163,7 @@ def test_every_failing_figure_reads_as_one_sentence() -> None:
     ceiling = perplexity.ceiling_check(ppl, 1.46, "≤ 1.46 (stories260k spec)")
     assert parity.failures([ceiling]).splitlines()[0] == (
         "fp32 word perplexity (held-out) is 36177, which fails ≤ 1.46 (stories260k spec).")
-    size = parity.compare_pte_size(100, 103)
+    size = parity.pte_size(100, 103)
     assert parity.failures([size]) == (
-        ".pte size (identical) is 103 (against 100; difference +3 B (+3.00%)), which fails "
-        "identical to legacy's.")
+        ".pte size (equal) is 103 (against 100; difference +3 B (+3.00%)), which fails "
+        "the same byte count as legacy's.")

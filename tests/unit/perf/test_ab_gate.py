@@ -72,11 +72,11 @@ def test_relative_gate_passes_an_equal_b_under_drift() -> None:
     m = FakeMachine(drift_per_call=0.05)
     out = ab_gate(Interleaved(m.runner("A", 0.001), m.runner("B", 0.001)), rounds=8,
                   floor=0.9, minimum=NO_MINIMUM)
-    assert out.passed and relative_gate(*_decode(out)).passed
+    assert out.passed and relative_gate(*_decode(out), floor=0.9).passed
     m2 = FakeMachine(drift_per_call=0.05)
     a2 = [m2.runner("A", 0.001).generate().decode_tok_s for _ in range(8)]
     b2 = [m2.runner("B", 0.001).generate().decode_tok_s for _ in range(8)]
-    assert not relative_gate(a2, b2).passed
+    assert not relative_gate(a2, b2, floor=0.9).passed
 
 
 def test_one_disturbed_round_in_ten_does_not_fail_it() -> None:

@@ -172,7 +172,7 @@ def test_defaults(pytester: pytest.Pytester) -> None:
     assert (got["backend"], got["devices"], got["cache_max_gb"], got["rebuild"]) == (
         "htp", [], None, False)
     assert (got["perf_noise"], got["perf_min_tokens"], got["perf_min_seconds"],
-            got["perf_ratio_floor"], got["perf_rounds"]) == (0.1, 64, 2.0, 0.9, 5)
+            got["perf_ratio_floor"], got["perf_rounds"]) == (0.1, 64, 2.0, 0.97, 5)
     assert got["perf_accepted_floor"] == 0.97
 
 
