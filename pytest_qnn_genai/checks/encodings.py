@@ -1,4 +1,4 @@
-"""QDQ encodings of two flows' calibration-shaped graphs, matched by what they quantise.
+"""QDQ encodings of two flows' graphs, matched by what they quantise.
 
 Node names differ between flows, so a tensor is matched by its meaning: an activation by its
 producer's module path and aten op (k-th occurrence in that module), a weight by its consumer.
@@ -10,11 +10,15 @@ small table (:class:`GraphEncodings`: the user inputs' shapes and every encoding
 :func:`graph_encodings` derives once and :meth:`GraphEncodings.save`/:meth:`GraphEncodings.load`
 keep as JSON, so the pipeline caches it next to the graph it came from.
 
-Two builds of one recipe calibrate the same graph on the same samples, so their encodings are
-identical, not close: ``max_steps`` is 0 unless a case opts the pair into a tolerance, with its
-reason (:class:`pytest_qnn_genai.models.spec.ParityTolerance`). Hazard: on a 4-bit weight one
-step is a ~15 % scale change, so a tolerance of one step lets a real gap (a skipped SeqMSE
-search measured 1.09 steps) pass when it is a little milder.
+The graphs compared are the calibration-shaped ones and, for a flow that keeps them, the graphs it
+deploys (``kv_forward``, ``prefill_forward``), which carry the calibration graph's encodings by
+override: an override that moves one tensor changes the program while the calibration graphs still
+agree, so the deployed graphs are compared too. Two builds of one recipe calibrate the same graph
+on the same samples, so their encodings are identical, not close: ``max_steps`` is 0 unless a case
+opts the pair into a tolerance, with its reason
+(:class:`pytest_qnn_genai.models.spec.ParityTolerance`). Hazard: on a 4-bit weight one step is a
+~15 % scale change, so a tolerance of one step lets a real gap (a skipped SeqMSE search measured
+1.09 steps) pass when it is a little milder.
 """
 from __future__ import annotations
 
@@ -262,24 +266,27 @@ class EncodingReport:
             return "identical to legacy's (0 steps)"
         return f"≤ {self.max_steps:g} steps of legacy's (case tolerance: {self.reason})"
 
-    def checks(self) -> list[Check]:
+    def checks(self, graph: str = "") -> list[Check]:
+        """The matching row and the encodings row; ``graph`` names the new side's graph when it
+        is not the calibration graph (a deployed one: ``kv_forward``), in labels and names."""
         worst = max(self.steps.values(), default=0.0)
         over = self.over
-        label = ("QDQ encodings identical (worst steps)" if self.max_steps == 0 else
-                 f"QDQ encodings within {self.max_steps:g} steps (worst)")
+        said, named = (f"{graph} ", f"{graph}_") if graph else ("", "")
+        label = said + ("QDQ encodings identical (worst steps)" if self.max_steps == 0 else
+                        f"QDQ encodings within {self.max_steps:g} steps (worst)")
         detail = self.table()
         if over:
             first, top = next(iter(over)), max(over, key=over.__getitem__)
             detail = (f"{len(over)} of {self.matched} tensors differ; first (graph order) "
                       f"{self.describe(first)}\nworst {self.describe(top)}\n{detail}")
-        return [Check("QDQ tensors matched", self.n_legacy, self.n_new,
+        return [Check(f"{said}QDQ tensors matched", self.n_legacy, self.n_new,
                       f"{len(self.only_legacy)}/{len(self.only_new)} unmatched",
                       ok=self.matched > 0 and not self.only_legacy and not self.only_new,
                       detail=self.table(), judge="every tensor in both graphs",
-                      name="qdq_tensors_matched"),
+                      name=f"{named}qdq_tensors_matched"),
                 Check(label, 0.0, round(worst, 6), f"{len(over)} of {self.matched} differ",
                       ok=self.matched > 0 and not over, detail=detail, judge=self.judge,
-                      name="encoding_worst_steps", bound=self.max_steps, rule=figures.AT_MOST,
+                      name=f"{named}encoding_worst_steps", bound=self.max_steps, rule=figures.AT_MOST,
                       better=figures.LOWER, tolerance=self.reason if self.max_steps else "")]
 
 

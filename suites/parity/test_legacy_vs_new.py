@@ -2,17 +2,19 @@
 
 If these hold for every case × target, the legacy flow can be deleted: the new flow builds a
 program with the same interface (methods, constants, IO), the same quantisation encodings (every
-tensor identical), QDQ graphs that compute bit-equal logits on the same tokens, and the same
-behaviour on the target (bit-equal logits, the same greedy tokens: on the emulator, or each
-flow's phone build through the phone's runner), in a byte-identical .pte. Both flows claim one
-recipe, so identity is the default; a case's spec may declare a tolerance for the pair, with its
-reason (``gate.parity["legacy:new"]``, ``checks/bounds.py``).
+tensor identical, in the calibration graph and in the graphs it deploys), QDQ graphs that compute
+bit-equal logits on the same tokens, and the same behaviour on the target (bit-equal logits, the
+same greedy tokens: on the emulator, or each flow's phone build through the phone's runner), in a
+byte-identical .pte. Both flows claim one recipe, so identity is the default; a case's spec may
+declare a tolerance for the pair, with its reason (``gate.parity["legacy:new"]``,
+``checks/bounds.py``).
 """
 from __future__ import annotations
 
 import pytest
 
 from pytest_qnn_genai.checks import bounds, encodings, parity, perplexity
+from pytest_qnn_genai.hybrid import LOWERED_GRAPHS
 
 pytestmark = [pytest.mark.parity, pytest.mark.flow("legacy", "new")]
 
@@ -55,6 +57,25 @@ def test_qdq_encodings_identical(legacy_artifacts, new_artifacts, parity_table, 
     checks = report.checks()
     _record(parity_table, qnn_record, checks, qnn_case, qnn_target)
     print(report.table())
+    assert report.ok, parity.failures(checks[:1] if not checks[0].ok else checks[1:])
+
+
+@pytest.mark.parametrize("graph", LOWERED_GRAPHS)
+def test_deployed_graphs_carry_legacys_encodings(graph, legacy_artifacts, new_artifacts,
+                                                 parity_table, qnn_case, qnn_target,
+                                                 qnn_pipeline, qnn_record) -> None:
+    """The staged flow's deployed QDQ graphs (``kv_forward``, ``prefill_forward``: what its
+    program is compiled from) against legacy's calibration graph, tensor by tensor: the encoding
+    override must carry every calibrated encoding into them unchanged (llama.py keeps only its
+    calibration graph, whose encodings its own override copies)."""
+    legacy = qnn_pipeline.qdq_encodings(legacy_artifacts.qdq_graph)
+    deployed = qnn_pipeline.qdq_encodings(
+        qnn_pipeline.qdq(qnn_case, qnn_pipeline.build_target(qnn_target)).path(graph))
+    tolerance = bounds.parity_tolerance(qnn_case, "legacy", "new")
+    report = encodings.compare_encodings(legacy.encodings, deployed.encodings,
+                                         tolerance.max_encoding_steps, tolerance.reason)
+    checks = report.checks(graph)
+    _record(parity_table, qnn_record, checks, qnn_case, qnn_target)
     assert report.ok, parity.failures(checks[:1] if not checks[0].ok else checks[1:])
 
 

@@ -161,3 +161,32 @@ def test_an_additive_mask_instead_of_masked_softmax_fails_qwen3_parity(
     report = _against_legacy(qnn_pipeline, qwen3_case, sm8650_emulator, perturbed)
     print(report.table())
     assert not report.ok
+
+
+def test_one_zero_point_step_in_the_deployed_decode_graph_is_named(
+        qnn_pipeline, qnn_sdk, legacy, case, sm8650_emulator) -> None:
+    """The override that carries the calibrated encodings into ``kv_forward`` moves one
+    mid-graph activation by one zero-point step: the calibration graphs still agree tensor for
+    tensor, so only the deployed graph's comparison (suites/parity
+    ``test_deployed_graphs_carry_legacys_encodings``) can see it, and it names the tensor."""
+    from pytest_qnn_genai.hybrid import DECODE
+
+    legacy_enc = encodings.qdq_encodings(encodings.load_qdq(legacy.decode_qdq))
+    graph = encodings.load_qdq(qnn_pipeline.qdq(case, sm8650_emulator).path(DECODE))
+    assert encodings.compare_encodings(legacy_enc, encodings.qdq_encodings(graph)).ok
+    quantize = [n for n in graph.graph.nodes if n.op == "call_function"
+                and "quantize_per_tensor" in str(n.target) and "dequantize" not in str(n.target)
+                and n.args[0].op != "placeholder"]
+    planted = quantize[len(quantize) // 2]  # mid-graph
+    args = list(planted.args)
+    args[2] = int(args[2]) + 1  # one zero-point step
+    planted.args = tuple(args)
+    moved = encodings.qdq_encodings(graph)
+    report = encodings.compare_encodings(legacy_enc, moved)
+    [key] = [k for k in moved if moved[k].zero_point != legacy_enc[k].zero_point]
+    checks = report.checks(DECODE)
+    message = parity.failures(checks)
+    print(message)
+    assert not report.ok and list(report.over) == [key]
+    assert checks[1].name == "kv_forward_encoding_worst_steps" and not checks[1].ok
+    assert f"1 of {report.matched} tensors differ; first (graph order) {key}: 1 steps" in message
