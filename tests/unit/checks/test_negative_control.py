@@ -26,16 +26,16 @@ def test_a_perturbation_the_bounds_let_pass_is_named() -> None:
     graphs); bounds loosened past those figures, or a perturbation that moved nothing, are named."""
     bounds = qdq_windows.load_bounds(GOLDEN_BOUNDS, "llama3_2_toy")
     genai = bounds["genai_vs_legacy"]
-    normal = _metrics(sqnr_db=13.829, mean_kl=0.014828, p99_kl=0.171288, top1=0.9917,
+    normal = _metrics(sqnr_db=13.827, mean_kl=0.014828, p99_kl=0.171189, top1=0.9917,
                       word_perplexity=1.2828)  # genai's measured figures (the file's notes)
-    one = _metrics(sqnr_db=13.695, mean_kl=0.015860, p99_kl=0.198323, top1=0.9917,
-                   word_perplexity=1.2855)  # its one-prompt calibration, measured
+    one = _metrics(sqnr_db=13.696, mean_kl=0.015858, p99_kl=0.198034, top1=0.9917,
+                   word_perplexity=1.2856)  # its one-prompt calibration, measured
     assert perturbation_problems(normal, one, genai, "g.json", "one prompt") == []
     loose = {**genai, "min_sqnr_db": 13.0, "max_mean_kl": 0.02, "max_p99_kl": 0.25,
              "max_word_perplexity": 1.3}
     [passed] = perturbation_problems(normal, one, loose, "g.json", "one prompt")
     assert passed.startswith("one prompt passed the gate (g.json): one prompt vs unperturbed: "
-                             "logits SQNR vs fp32 (dB) 13.695 (≥ 13 (g.json)); ")
+                             "logits SQNR vs fp32 (dB) 13.696 (≥ 13 (g.json)); ")
     unmoved = perturbation_problems(normal, normal, genai, "g.json", "one prompt")
     assert [p.split(":")[0] for p in unmoved] == ["one prompt",
                                                   "one prompt passed the gate (g.json)"]
