@@ -32,8 +32,8 @@ def _binary_lines(size: int, differ: int, first: int) -> tuple[str, ...]:
 
 # Programs whose QNN context binaries differ between the flows while everything else agrees
 # (encodings of every graph, QDQ logits, the target's logits and tokens bit-equal), measured on
-# the pinned path at a160460 for the x86 builds (the emulator's, upstream's x86 runner's, the
-# loopback phone's; the docs' measurements page, "Parity findings"): where, exactly.
+# the pinned path for the x86 builds (the emulator's, upstream's x86 runner's, the loopback
+# phone's; the docs' measurements page, "Parity findings"): where, exactly.
 # The test xfails on exactly this difference and fails on any other, or when it is gone.
 KNOWN_BINARY_DIFFERENCES = {
     # int32 runs llama.py's program varies and the staged one holds at one value, and four
