@@ -7,6 +7,7 @@
                                                [--only default|one]
     python scripts/bench_harness.py build-cpu [--soc SM8650] [--models NAME]   # minutes
     python scripts/bench_harness.py threads                                    # about a minute
+    python scripts/bench_harness.py isa                                        # about a minute
     python scripts/bench_harness.py all
 
 overhead   host-runner overhead over raw ``Method.execute``: per round, ``runner_overhead_s``
@@ -33,6 +34,10 @@ threads    what torch's threads cost when processes share the cores: one torch w
            and a reduction) alone, then in as many processes at once as there are cores, with
            torch's default threads and with one thread each: wall and CPU seconds per process
            (the measurement behind ``pytest_qnn_genai/threads.py``).
+isa        what the pinned numeric path costs: torch workloads (a transformer layer's forward,
+           as calibration runs it, and the matmul/reduction of ``threads``) with one thread, on
+           the pinned AVX2 path (``pytest_qnn_genai/isa.py``) and on the path this machine's
+           torch picks unpinned, each alone, three times (the measurement behind ``isa.py``).
 """
 from __future__ import annotations
 
@@ -212,6 +217,47 @@ print(torch.get_num_threads(), time.perf_counter() - start,
 """
 
 
+ISA_WORK = """
+import time, torch
+torch.manual_seed(0)
+layer = torch.nn.TransformerEncoderLayer(256, 4, 1024, batch_first=True).eval()
+x = torch.randn(4, 128, 256)
+with torch.no_grad():
+    layer(x)
+    start = time.perf_counter()
+    for _ in range(60):
+        layer(x)
+    layer_s = time.perf_counter() - start
+a, b, y = torch.randn(512, 512), torch.randn(512, 512), torch.randn(4096, 4096)
+start = time.perf_counter()
+for _ in range(400):
+    a @ b
+    (y * 1.0001).sum()
+print(torch.backends.cpu.get_cpu_capability(), layer_s, time.perf_counter() - start)
+"""
+
+
+def isa_cost() -> list[tuple[str, str]]:
+    """The pinned path's wall seconds against the unpinned one's, one thread, medians of three."""
+    from pytest_qnn_genai import isa
+
+    unpinned = {k: v for k, v in os.environ.items() if k not in isa.ENV}
+    runs: dict[str, list[list[str]]] = {"pinned": [], "unpinned": []}
+    for _ in range(3):  # alternated, so a slow spell of the machine hits both
+        for name, env in (("pinned", {**unpinned, **isa.ENV}), ("unpinned", unpinned)):
+            out = subprocess.run([sys.executable, "-c", ISA_WORK], text=True, timeout=600,
+                                 capture_output=True, check=True,
+                                 env={**env, "OMP_NUM_THREADS": "1"}).stdout.split()
+            runs[name].append(out)
+    medians = {name: [statistics.median(float(r[i]) for r in rs) for i in (1, 2)]
+               for name, rs in runs.items()}
+    rows = [(f"{name} ({rs[0][0]})", f"transformer layer {m[0]:.2f} s, matmul/reduction "
+             f"{m[1]:.2f} s") for (name, rs), m in zip(runs.items(), medians.values())]
+    rows.append(("pinned / unpinned", f"{medians['pinned'][0] / medians['unpinned'][0]:.2f}, "
+                 f"{medians['pinned'][1] / medians['unpinned'][1]:.2f}"))
+    return rows
+
+
 def threads_cost() -> list[tuple[str, str]]:
     """The torch workload alone and in one process per core at once, default and 1 thread."""
     cores = len(os.sched_getaffinity(0))
@@ -276,7 +322,7 @@ def main(argv: list[str] | None = None) -> int:
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("what", choices=("overhead", "cold-warm", "cold-cores", "build-cpu",
-                                         "threads", "all"))
+                                         "threads", "isa", "all"))
     parser.add_argument("--cache-dir", type=Path, default=default_cache_dir())
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--max-new-tokens", type=int, default=24)
@@ -300,6 +346,8 @@ def main(argv: list[str] | None = None) -> int:
         rows += build_cpu(a.soc, a.models)
     if a.what == "threads":
         rows += threads_cost()
+    if a.what == "isa":
+        rows += isa_cost()
     print(_table(rows))
     return 0
 

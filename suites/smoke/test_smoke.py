@@ -22,14 +22,15 @@ from pytest_qnn_genai.pipeline.products import Wants, needs
 from pytest_qnn_genai.runtime.pte_info import inspect_pte
 from pytest_qnn_genai.sdk.context_binary import check_target, describe_pte
 
-# One 16-bit step is (output range) / 65535; the HTP kernels round a few ops differently from the
-# QDQ reference, so allow a handful of steps.
+# The thresholds against the block's figures on the pinned path, the same on SM8650 and SM8750,
+# on the emulator and upstream's x86 runner (the docs' measurements page, "The smoke block"):
+# one 16-bit step is (output range) / 65535, and the HTP kernels round a few ops differently from
+# the QDQ reference (measured 6.22 steps; a phone's kernels are unmeasured, hence the margin)
 MAX_QDQ_STEPS = 8
-# 16a8w QDQ of this block measures ~16 dB against fp32 (QnnQuantizer annotates the second matmul
-# input as 8-bit); the emulator may lose at most this much more.
+# the target may lose this much against fp32 beyond the QDQ graph's own loss (measured 0.015 dB)
 MAX_SQNR_LOSS_DB = 0.5
-MIN_QDQ_SQNR_DB = 10.0  # below this the QDQ graph itself is broken
-MIN_FP16_SQNR_DB = 40.0
+MIN_QDQ_SQNR_DB = 31.0  # the QDQ graph against fp32 (measured 36.287 dB), the cases' ~5 dB headroom
+MIN_FP16_SQNR_DB = 55.0  # fp16 on the target against fp32 (measured 60.919 dB), likewise
 
 
 @dataclass
