@@ -27,9 +27,11 @@ class StagedFlow(Flow):
                 "spec": compile_spec_data(target)}
 
     def build(self, request: BuildRequest, out: Path) -> None:
-        from pytest_qnn_genai.stages.compile import compile_pte
+        """Lowered in a process of its own (:mod:`pytest_qnn_genai.stages.compile_alone`): in a
+        process that lowered before, the same graphs give other bytes."""
+        from pytest_qnn_genai.stages.compile_alone import compile_alone
 
-        compile_pte(request.require_qdq(self.name), request.target, out)
+        compile_alone(request.require_qdq(self.name), request.target, out)
 
     def load(self, folder: Path, qdq: QdqArtifacts | None) -> FlowOutput:
         from pytest_qnn_genai.stages.compile import PteArtifacts

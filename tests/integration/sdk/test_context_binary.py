@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import ctypes
 import struct
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -135,18 +137,33 @@ def test_the_context_binary_is_the_build_of_the_libraries_that_run_it(ptes: dict
         libs.check_binary(newer, "linear.pte", "--qnn-sdk")
 
 
-def test_two_builds_of_one_program_differ_only_in_the_build_stamp(
-        ptes: dict[str, Path], tmp_path: Path) -> None:
-    """The same Linear lowered again: the files differ (ExecuTorch writes the build's wall time
-    in nanoseconds into the context protocol header) in those 8 bytes only, so the stamp-free
-    sha256 is equal; one flipped byte of the context binary changes it."""
+LOWER_IN_A_FRESH_PROCESS = """
+import sys
+from pathlib import Path
+from tests.integration.sdk.test_context_binary import _lower_linear
+_lower_linear("SM8650", Path(sys.argv[1]))
+"""
+
+
+def _lower_alone(out: Path) -> bytes:
+    """The Linear lowered in a process of its own: its first lowering (the QNN tensor ids a
+    program carries count on from the lowerings its process made before)."""
+    root = Path(__file__).resolve().parents[3]
+    subprocess.run([sys.executable, "-c", LOWER_IN_A_FRESH_PROCESS, str(out)], cwd=root,
+                   check=True, timeout=600, capture_output=True)
+    return out.read_bytes()
+
+
+def test_two_builds_of_one_program_differ_only_in_the_build_stamp(qnn_sdk, tmp_path: Path) -> None:
+    """The same Linear lowered twice, each in a fresh process: the files differ (ExecuTorch
+    writes the build's wall time in nanoseconds into the context protocol header) in those 8
+    bytes only, so the stamp-free sha256 is equal; one flipped byte of the context binary
+    changes it. Lowered again in a process that lowered before, the tensor ids differ too."""
     import hashlib
     import time
 
-    first = ptes["SM8650"]
-    time.sleep(0.01)  # another stamp, whatever the clock's resolution
-    again = _lower_linear("SM8650", tmp_path / "again.pte")
-    a, b = first.read_bytes(), again.read_bytes()
+    a = _lower_alone(tmp_path / "first.pte")
+    b = _lower_alone(tmp_path / "again.pte")
     [stamp] = cb.build_stamps(a)
     assert cb.build_stamps(b) == [stamp]
     assert hashlib.sha256(a).digest() != hashlib.sha256(b).digest()
@@ -154,9 +171,13 @@ def test_two_builds_of_one_program_differ_only_in_the_build_stamp(
         i for i in range(stamp, stamp + 8) if a[i] != b[i]]  # nothing else differs
     built_ns = struct.unpack_from("<q", b, stamp)[0]
     assert abs(built_ns / 1e9 - time.time()) < 600  # a wall-clock time: this build's
-    assert cb.program_sha256(first) == cb.program_sha256(again)
+    assert cb.program_sha256(tmp_path / "first.pte") == cb.program_sha256(tmp_path / "again.pte")
 
     flipped = bytearray(b)
     flipped[-64] ^= 0x01  # in the context binary, past the protocol header
     (tmp_path / "flipped.pte").write_bytes(bytes(flipped))
-    assert cb.program_sha256(tmp_path / "flipped.pte") != cb.program_sha256(again)
+    assert cb.program_sha256(tmp_path / "flipped.pte") != cb.program_sha256(tmp_path / "again.pte")
+
+    _lower_linear("SM8650", tmp_path / "here.pte")  # so this process has lowered before
+    second = _lower_linear("SM8650", tmp_path / "here-again.pte")
+    assert cb.program_sha256(second) != cb.program_sha256(tmp_path / "first.pte")

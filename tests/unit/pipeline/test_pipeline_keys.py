@@ -41,7 +41,7 @@ def package_copy(tmp_path: Path) -> Iterator[Path]:
 def builds(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """Fake quantize/compile/legacy builders that record what was built."""
     import pytest_qnn_genai.flows.legacy as legacy
-    import pytest_qnn_genai.stages.compile as compile_stage
+    import pytest_qnn_genai.stages.compile_alone as compile_alone
     import pytest_qnn_genai.stages.quantize as quantize_stage
 
     calls: list[str] = []
@@ -56,7 +56,7 @@ def builds(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
     monkeypatch.setattr(quantize_stage, "quantize", fake_quantize)
     monkeypatch.setattr(legacy, "build_legacy", fake_legacy)
-    monkeypatch.setattr(compile_stage, "compile_pte", lambda *a: calls.append("compile"))
+    monkeypatch.setattr(compile_alone, "compile_alone", lambda *a: calls.append("compile"))
     monkeypatch.setattr(Pipeline, "prepared", lambda self, case: object())
     return calls
 
