@@ -16,7 +16,10 @@ page, "Parity findings"). llama.py lowers in a process of its own; so does this 
 flows' bytes can be compared, and an accepted program is found again by its sha256 on any machine.
 
 Hazard. Each compile pays an interpreter's start and executorch's import (seconds), and the child
-loads the QDQ graphs itself: the parent must not hold them loaded at 135M size for nothing.
+loads the QDQ graphs itself: the parent must not hold them loaded at 135M size for nothing. Spawn
+imports the parent's main script again, so a script that builds guards its body with ``if
+__name__ == "__main__":``. The QDQ graphs' bytes still follow the process that quantized them (a
+graph quantized after other work can lower to other bytes), which this does not change.
 """
 from __future__ import annotations
 

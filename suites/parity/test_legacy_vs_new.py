@@ -25,6 +25,17 @@ def _record(table: parity.ParityTable, record, checks, case, target) -> None:  #
     record("parity", checks)
 
 
+# A difference measured where the staged program's QDQ graphs were quantized after other work in
+# one process (qwen3_toy for SM8750: quantized again alone, its program is byte-identical to
+# llama.py's; the docs' measurements page, "Parity findings"): exactly this xfails, identical bytes
+# pass, any other difference fails.
+QUANTIZED_AFTER_OTHER_WORK = {
+    ("qwen3_toy", "SM8750"): tuple(
+        f"method {m} delegate 0 QNN context binary: 1126400 bytes in legacy, 1126400 in new; "
+        "2239 bytes differ, first at offset 1048192" for m in LOWERED_GRAPHS),
+}
+
+
 def test_build_times_and_sizes(legacy_artifacts, new_artifacts, parity_table, qnn_case,
                                qnn_target, qnn_record) -> None:
     """The two programs' bytes (sha256, build stamps aside; where they differ) and sizes. Both
@@ -39,7 +50,12 @@ def test_build_times_and_sizes(legacy_artifacts, new_artifacts, parity_table, qn
                          f"{new_artifacts.build_s}", info=True, name="build_s",
                          better="lower")
     _record(parity_table, qnn_record, [build, *pte], qnn_case, qnn_target)
-    assert all(c.ok for c in pte), parity.failures(pte)
+    assert pte[1].ok, parity.failures(pte[1:])
+    if diff.parts and diff.parts == QUANTIZED_AFTER_OTHER_WORK.get((qnn_case.name,
+                                                                   qnn_target.soc.name)):
+        pytest.xfail("the known difference of a program quantized after other work in one "
+                     "process: " + "; ".join(diff.parts))
+    assert pte[0].ok, parity.failures(pte[:1])
 
 
 def test_same_methods_constants_and_io(legacy_signature, new_signature, parity_table, qnn_case,
