@@ -5,7 +5,8 @@ quantize directory in a fresh interpreter (``multiprocessing``'s spawn: nothing 
 but its environment, which carries the active QNN SDK, the torch threads and the numeric path) and
 returns the artifacts it wrote. An error in the child is raised here as the same exception (a
 :class:`~pytest_qnn_genai.stages.qnn_refusal.QnnRefusal` stays one); a child that dies or outlives
-``timeout_s`` is killed and is one :class:`CompileProcessError` line.
+``timeout_s`` is killed and is one :class:`CompileProcessError` line; a child whose parent dies is
+killed with it.
 
 Why. QNN's lowering keeps state across the programs one process lowers: a second lowering in a
 process numbers its tensors on from the first's, and carries bytes of earlier buffers into regions
@@ -24,6 +25,7 @@ graph quantized after other work can lower to other bytes), which this does not 
 from __future__ import annotations
 
 import multiprocessing
+import os
 from multiprocessing.connection import Connection
 from pathlib import Path
 
@@ -41,7 +43,19 @@ class CompileProcessError(RuntimeError):
     """The compile process died, outlived its timeout, or raised what cannot cross a pipe."""
 
 
-def _child(conn: Connection, qdq_dir: str, target: Target, out_dir: str) -> None:
+def _die_with(parent: int) -> None:
+    """Linux's parent-death signal: SIGKILL this process when its parent dies (a killed session
+    or prebuild leaves no compile running), and exit now if it is already gone."""
+    import ctypes
+    import os
+
+    ctypes.CDLL(None).prctl(1, 9)  # PR_SET_PDEATHSIG, SIGKILL
+    if os.getppid() != parent:
+        os._exit(137)
+
+
+def _child(conn: Connection, parent: int, qdq_dir: str, target: Target, out_dir: str) -> None:
+    _die_with(parent)
     error: BaseException | None = None
     try:
         compile_pte(QdqArtifacts.load(Path(qdq_dir)), target, Path(out_dir))
@@ -60,7 +74,8 @@ def compile_alone(qdq: QdqArtifacts, target: Target, out_dir: Path,
     """:func:`compile_pte` of ``qdq`` for ``target`` into ``out_dir``, in a fresh process."""
     ctx = multiprocessing.get_context("spawn")
     receive, send = ctx.Pipe(duplex=False)
-    proc = ctx.Process(target=_child, args=(send, str(qdq.out_dir), target, str(out_dir)),
+    proc = ctx.Process(target=_child, args=(send, os.getpid(), str(qdq.out_dir), target,
+                                            str(out_dir)),
                        name=f"compile {qdq.out_dir.name}", daemon=True)
     proc.start()
     send.close()  # the child holds the only writer: its death is an EOF here
