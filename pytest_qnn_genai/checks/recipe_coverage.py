@@ -27,11 +27,10 @@ import math
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from pytest_qnn_genai import figures
 from pytest_qnn_genai.checks.parity import Check
-from pytest_qnn_genai.untyped import Upstream
 
 if TYPE_CHECKING:
     import torch
@@ -41,6 +40,22 @@ PER_TENSOR, PER_CHANNEL, BLOCK = "per-tensor", "per-channel", "block"
 _SCHEMES = {"dequantize_per_tensor": PER_TENSOR, "dequantize_per_channel": PER_CHANNEL,
             "dequantize_affine": BLOCK}
 _GRANULARITY = {"PER_TENSOR": PER_TENSOR, "PER_CHANNEL": PER_CHANNEL, "PER_BLOCK": BLOCK}
+
+
+class _Named(Protocol):
+    @property
+    def name(self) -> str: ...
+
+
+class Strategy(Protocol):
+    """What this module reads of an upstream ``QuantizationStrategy`` (a ``ByNodeTarget`` also
+    has ``targets``, a ``ByNameRegex`` ``patterns``)."""
+
+    @property
+    def quant_dtype(self) -> _Named: ...
+    @property
+    def granularity(self) -> _Named: ...
+    def _matches(self, node: torch.fx.Node) -> bool: ...
 
 
 @dataclass(frozen=True)
@@ -110,7 +125,7 @@ class Coverage:
         ]
 
 
-def _label(strategy: Upstream) -> str:
+def _label(strategy: Strategy) -> str:
     """``aten.conv2d.default → 16a4w_block per-block``, ``/output\\.conv/ → 16a8w per-channel``."""
     targets = getattr(strategy, "targets", None)
     what = (", ".join(sorted(str(t) for t in targets)) if targets is not None
@@ -156,7 +171,7 @@ def weights(ep: torch.export.ExportedProgram) -> list[Weight]:
     return out
 
 
-def coverage(recipe: Upstream, ep: torch.export.ExportedProgram, keep: int = 3) -> Coverage:
+def coverage(recipe: object, ep: torch.export.ExportedProgram, keep: int = 3) -> Coverage:
     """``recipe``'s rules (``QuantRecipe._strategies``, its default strategy left out: it
     matches what the others do not) on ``ep``'s compute nodes, and ``ep``'s weights."""
     nodes = [n for n in ep.graph.nodes if n.op == "call_function"
@@ -171,6 +186,6 @@ def coverage(recipe: Upstream, ep: torch.export.ExportedProgram, keep: int = 3) 
     return Coverage(tuple(rules), tuple(weights(ep)))
 
 
-def _strategies(recipe: Upstream) -> Sequence[Upstream]:
-    strategies: Iterable[Upstream] = getattr(recipe, "_strategies", ())
+def _strategies(recipe: object) -> Sequence[Strategy]:
+    strategies: Iterable[Strategy] = getattr(recipe, "_strategies", ())
     return list(strategies)

@@ -181,3 +181,20 @@ def test_compilation_of_genai_qdq(qnn_pipeline, hf_case, qnn_target, tmp_path) -
     paths = compile_graph(module, example, hf_case, qnn_pipeline.build_target(qnn_target),
                           tmp_path)
     assert all(p.is_file() for p in paths)
+
+
+CONV_RULES_ON_A_LINEAR_GRAPH = (
+    "llama.py's StaticLLMQuantRecipe keys its per-channel and block rules on aten.conv2d (after "
+    "its linear-to-conv rewrite); genai's Hugging Face graph has aten.linear, so every rule "
+    "matches nothing and every linear weight falls to the recipe's default, per-tensor")
+
+
+@needs(products.GENAI_QDQ)
+@pytest.mark.xfail(raises=AssertionError, strict=True, reason=CONV_RULES_ON_A_LINEAR_GRAPH)
+def test_genai_graph_carries_the_recipe_it_is_handed(qnn_pipeline, hf_case, qnn_target,
+                                                     parity_table, qnn_record) -> None:
+    """genai's QDQ graph against the recipe it is handed (``test_recipe_coverage.py``)."""
+    from suites.parity.test_recipe_coverage import hold_recipe
+
+    graph = genai_qdq(qnn_pipeline, hf_case, qnn_target)[1].graph_path
+    hold_recipe("genai", graph, hf_case, qnn_target, parity_table, qnn_record)
