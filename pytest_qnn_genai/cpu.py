@@ -1,10 +1,10 @@
-"""The machine a run computes on: what a report and a record's provenance name, never a key.
+"""The machine a run computes on: what the run's header names, never a key.
 
 Contract. :func:`kind` names this machine's CPU by the model name the kernel reports
 (``/proc/cpuinfo``) and the widest instruction set its flags offer (:func:`native_isa`);
-:attr:`CpuKind.slug` is its file-name form (``amd-epyc-avx512``), :attr:`CpuKind.label` the form a
-reader quotes. It describes; it decides nothing: every build computes on the one pinned path
-(:mod:`pytest_qnn_genai.isa`), so neither the cache keys nor the accepted records depend on it.
+:attr:`CpuKind.label` is the form a reader quotes (``AMD EPYC, AVX512``). It describes; it decides
+nothing: every build computes on the one pinned path (:mod:`pytest_qnn_genai.isa`), so neither
+the cache keys nor the accepted records depend on it.
 
 Hazard. The native instruction set is read from the flags, not from torch, which reports the
 pinned path. A virtual machine that hides its model (``AMD EPYC`` with no generation) merges
@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import functools
 import platform
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,11 +28,6 @@ class CpuKind:
 
     model: str
     capability: str
-
-    @property
-    def slug(self) -> str:
-        """``amd-epyc-avx512``: lower case, every other run of characters one hyphen."""
-        return re.sub(r"[^a-z0-9]+", "-", f"{self.model} {self.capability}".lower()).strip("-")
 
     @property
     def label(self) -> str:
