@@ -8,7 +8,10 @@ and every quantized weight counted by the op that consumes it, its scheme (per-t
 per-channel, block) and bit width. :meth:`Coverage.checks` fails when a rule matches no node, and
 when a weight of a linear or convolution fell to per-tensor while the recipe declares per-channel
 or block weights (the default strategy took it), naming the rules and the nodes; the weights'
-table is an ``info`` row beside it.
+table is an ``info`` row beside it. A quantizer without rules (upstream's Hugging Face path:
+``per_channel_linear`` and a block map) states :class:`Declared` schemes per op instead;
+:func:`declared_coverage` makes each a rule matched by the weights it describes, and any weight
+of a declared op with another scheme or bit width fails.
 
 Why. A recipe keyed on one graph's ops or module names quantizes another graph by its default:
 llama.py's ``StaticLLMQuantRecipe``\\ s key their per-channel and block rules on
@@ -79,11 +82,24 @@ class Weight:
 
 
 @dataclass(frozen=True)
+class Declared:
+    """What a quantizer declares for the weights of one op (no rules to read: upstream's HF
+    path sets ``per_channel_linear`` and a block map): their scheme and bit width, and where
+    upstream says so."""
+
+    op: str  # "linear", "conv2d"
+    scheme: str  # PER_TENSOR, PER_CHANNEL or BLOCK
+    bits: int
+    source: str
+
+
+@dataclass(frozen=True)
 class Coverage:
     """A recipe's rules on one graph, and the graph's quantized weights."""
 
     rules: tuple[Rule, ...]
     weights: tuple[Weight, ...]
+    declared: tuple[Declared, ...] = ()  # a quantizer's declarations, where it has no rules
 
     def table(self) -> dict[tuple[str, str, int], int]:
         """Weights counted by (op, scheme, bits)."""
@@ -91,7 +107,12 @@ class Coverage:
 
     def fell_to_default(self) -> list[Weight]:
         """Linear and convolution weights quantized per-tensor where the recipe declares
-        per-channel or block weights for some rule (the default strategy took them)."""
+        per-channel or block weights for some rule (the default strategy took them); with
+        declarations, every weight of a declared op whose scheme or bit width is not the
+        declared one."""
+        if self.declared:
+            want = {d.op: (d.scheme, d.bits) for d in self.declared}
+            return [w for w in self.weights if w.op in want and (w.scheme, w.bits) != want[w.op]]
         if all(r.granularity == PER_TENSOR for r in self.rules):
             return []
         return [w for w in self.weights if w.op in WEIGHTED_OPS and w.scheme == PER_TENSOR]
@@ -114,10 +135,13 @@ class Coverage:
                   ok=not unmatched and bool(self.rules), detail=rules,
                   judge="every rule of the recipe matches a node of the graph",
                   name=f"{flow}_recipe_rules_matched", rule=figures.EQUAL),
-            Check(f"{flow} linear/conv weights left per-tensor", 0, len(fell),
+            Check(f"{flow} linear/conv weights " + ("not as declared" if self.declared
+                                                      else "left per-tensor"), 0, len(fell),
                   ", ".join(f"{op} ×{n}" for op, n in sorted(ops.items())) or "none",
-                  ok=not fell, detail="\n".join(w.node for w in fell[:20]),
-                  judge="none, where the recipe declares per-channel or block weights",
+                  ok=not fell, detail="\n".join(f"{w.node}: {w.bits}-bit {w.scheme}"
+                                                for w in fell[:20]),
+                  judge=("none: each as its op's declaration" if self.declared else
+                         "none, where the recipe declares per-channel or block weights"),
                   name=f"{flow}_weights_fell_to_default", rule=figures.AT_MOST, bound=0,
                   better=figures.LOWER),
             Check(f"{flow} quantized weights (op, scheme, bits)", "", len(self.weights), table,
@@ -153,7 +177,8 @@ def _op_name(node: torch.fx.Node | None) -> str:
 
 
 def weights(ep: torch.export.ExportedProgram) -> list[Weight]:
-    """Every weight dequantized from a constant, by its consumer's op, scheme and bits."""
+    """Every weight dequantized from a constant, by its consumer's op, scheme and bits (a
+    linear's or convolution's bias is not a weight)."""
     import torch
 
     sig = ep.graph_signature
@@ -166,8 +191,11 @@ def weights(ep: torch.export.ExportedProgram) -> list[Weight]:
         if (scheme is None or not isinstance(src, torch.fx.Node) or src.op != "placeholder"
                 or src.name not in consts):
             continue
-        out.append(Weight(_op_name(next(iter(node.users), None)), scheme, _bits(node, scheme),
-                          node.name))
+        user = next(iter(node.users), None)
+        op = _op_name(user)
+        if op in WEIGHTED_OPS and user is not None and len(user.args) > 2 and user.args[2] is node:
+            continue  # a linear's or convolution's bias (int32 by the weight's scales): not a weight
+        out.append(Weight(op, scheme, _bits(node, scheme), node.name))
     return out
 
 
@@ -189,3 +217,17 @@ def coverage(recipe: object, ep: torch.export.ExportedProgram, keep: int = 3) ->
 def _strategies(recipe: object) -> Sequence[Strategy]:
     strategies: Iterable[Strategy] = getattr(recipe, "_strategies", ())
     return list(strategies)
+
+
+def declared_coverage(declared: Sequence[Declared], ep: torch.export.ExportedProgram,
+                      keep: int = 3) -> Coverage:
+    """``ep``'s weights against a quantizer's declarations: each declaration a rule whose
+    matches are the weights of its op with its scheme and bit width (a declaration that reaches
+    no weight matches nothing, and fails like a recipe's rule)."""
+    found = weights(ep)
+    rules = []
+    for d in declared:
+        hit = [w.node for w in found if (w.op, w.scheme, w.bits) == (d.op, d.scheme, d.bits)]
+        rules.append(Rule(f"{d.op} weights → {d.bits}-bit {d.scheme} ({d.source})", d.scheme,
+                          len(hit), tuple(hit[:keep])))
+    return Coverage(tuple(rules), tuple(found), tuple(declared))

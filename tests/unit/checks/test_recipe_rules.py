@@ -1,6 +1,8 @@
 """checks.recipe_coverage: a recipe's rule whose pattern matches no node of the graph fails naming
 the rule (a planted renamed pattern); a linear weight left per-tensor where the recipe declares
-per-channel weights fails naming the weight; a recipe whose rules all match passes."""
+per-channel weights fails naming the weight; a recipe whose rules all match passes. A quantizer's
+declarations (upstream's HF path) fail on a weight of another bit width or scheme, and when they
+reach no weight."""
 from __future__ import annotations
 
 import pytest
@@ -70,7 +72,40 @@ def test_a_linear_left_per_tensor_is_named() -> None:
                            weights)
     fell = declared.checks("genai")[1]
     assert not fell.ok and fell.new == 1 and fell.delta == "linear ×1"
-    assert fell.detail == "dequantize_per_tensor_3"
+    assert fell.detail == "dequantize_per_tensor_3: 4-bit per-tensor"
     per_tensor_recipe = rc.Coverage((rc.Rule("x → 16a8w per-tensor", rc.PER_TENSOR, 1),),
                                     weights)
     assert per_tensor_recipe.checks("genai")[1].ok  # what the recipe asks for is no fault
+
+
+HF_LINEARS = (rc.Declared("linear", rc.PER_CHANNEL, 4, "per_channel_linear=True"),)
+
+
+def _declared(monkeypatch, found: list[rc.Weight]) -> rc.Coverage:
+    monkeypatch.setattr(rc, "weights", lambda _ep: found)
+    return rc.declared_coverage(HF_LINEARS, object())
+
+
+def test_declared_weights_pass_as_declared(monkeypatch) -> None:
+    rules, fell, _ = _declared(monkeypatch, [
+        rc.Weight("linear", rc.PER_CHANNEL, 4, "dq_1"), rc.Weight("linear", rc.PER_CHANNEL, 4, "dq_2"),
+        rc.Weight("embedding", rc.PER_TENSOR, 16, "dq_3")]).checks("genai")
+    assert rules.ok and rules.detail.startswith("linear weights → 4-bit per-channel") and fell.ok
+    assert fell.check == "genai linear/conv weights not as declared"
+
+
+def test_a_linear_of_another_width_or_scheme_is_named(monkeypatch) -> None:
+    """One linear 8-bit, one per-tensor, beside a correct one: both named, with what they are."""
+    fell = _declared(monkeypatch, [
+        rc.Weight("linear", rc.PER_CHANNEL, 4, "dq_1"), rc.Weight("linear", rc.PER_CHANNEL, 8, "dq_2"),
+        rc.Weight("linear", rc.PER_TENSOR, 4, "dq_3")]).checks("genai")[1]
+    assert not fell.ok and fell.new == 2 and fell.delta == "linear ×2"
+    assert fell.detail == "dq_2: 8-bit per-channel\ndq_3: 4-bit per-tensor"
+
+
+def test_a_declaration_that_reaches_no_weight_fails(monkeypatch) -> None:
+    """A block map keyed on names the graph does not have: every linear per-tensor, the
+    declaration matches nothing and both rows fail."""
+    rules, fell, _ = _declared(monkeypatch, [
+        rc.Weight("linear", rc.PER_TENSOR, 4, "dq_1")]).checks("genai")
+    assert not rules.ok and "matches no node" in str(rules.delta) and not fell.ok
