@@ -164,6 +164,19 @@ def pair_checks(pair: str, ref: Metrics, test: Metrics, bounds: dict[str, float]
     return rows
 
 
+def agreement_check(label: str, name: str, reference: Sequence[np.ndarray],
+                    test: Sequence[np.ndarray], floor: float, source: str) -> Check:
+    """``test``'s rows against ``reference``'s of the same windows (a program against its own QDQ
+    graph): their logits SQNR (dB), at least ``floor`` (``source`` names where it is set)."""
+    if len(reference) != len(test) or any(np.shape(a) != np.shape(b)
+                                          for a, b in zip(reference, test)):
+        raise ValueError(f"{label}: the rows are not the same windows")
+    value = numerics.sqnr_db(np.concatenate(reference), np.concatenate(test))
+    return Check(f"{label}: logits SQNR (dB)", "", round(value, 3), ok=value >= floor,
+                 judge=f"≥ {floor:.4g} ({source})", name=name, bound=floor,
+                 rule=figures.AT_LEAST, better=figures.HIGHER)
+
+
 def table(by_flow: dict[str, Metrics]) -> str:
     """The flows' figures side by side (one column per flow)."""
     names = list(by_flow)

@@ -15,6 +15,11 @@ The adapter owns prompt encoding and decoding, as upstream's contract says
 (``InferenceResult.output_data`` is decoded text); ``pull_results`` writes the run's record
 (:data:`RESULT_FILE`) into the strategy's output folder.
 
+genai's own program (``flows/genai_run.py``) is a single graph without a KV cache: ids
+``[1, max_context_len]`` in, logits of every position out. :func:`window_generate` is its
+``generate``: greedy decoding by one whole-window pass per token through the caller's
+``forward`` (``Pipeline.run_method`` on the target), which is how that program is meant to be run.
+
 Hazard: the strategy calls ``push_artifacts`` with the artifacts only; a multi-program list (a
 split model) is refused in one line rather than running its first program silently.
 """
@@ -26,9 +31,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pytest_qnn_genai.files import file_sha256
-from pytest_qnn_genai.flows.genai_front import upstream
+from pytest_qnn_genai.flows.genai_front import runner_ids, upstream
 
 if TYPE_CHECKING:
+    import numpy as np
+
+    from pytest_qnn_genai.checks.parity import Check
     from pytest_qnn_genai.models.registry import ModelCase
     from pytest_qnn_genai.runtime.result import RunResult
     from pytest_qnn_genai.targets import Target
@@ -36,6 +44,7 @@ if TYPE_CHECKING:
 
 RESULT_FILE = "genai_inference.json"
 Generate = Callable[[Path, str, int], "RunResult"]
+Forward = Callable[[Path, list[int]], "np.ndarray"]  # a program's logits rows of ids on a target
 
 
 class HarnessRunnerAdapter:
@@ -101,3 +110,45 @@ def run_inference_stage(case: ModelCase, target: Target, pte: Path, generate: Ge
         artifact_paths=[pte], prompt=context.prompt, soc_model=context.soc_model,
         inference_options={"max_new_tokens": case.max_new_tokens})
     return stage.invoke(context, config)
+
+
+def stage_matches_run(case: ModelCase, target: Target, pte: Path, generate: Generate,
+                      own: RunResult, artifact_dir: Path) -> list[Check]:
+    """:func:`run_inference_stage` on ``pte``, what it reports held to ``own`` (the harness's run
+    of the same program through the same ``generate``)."""
+    from pytest_qnn_genai.checks.generation import inference_matches_run
+
+    out = run_inference_stage(case, target, pte, generate, artifact_dir)
+    metrics = out.performance_metrics
+    return inference_matches_run(own, metrics["prompt_token_ids"], metrics["token_ids"],
+                                 out.inference_results, float(metrics["decode_tok_s"]))
+
+
+def window_generate(case: ModelCase, forward: Forward, device: str) -> Generate:
+    """A ``generate(pte, prompt, n)`` for a single-graph, no-cache program (see the module
+    docstring): the prompt encoded as the runner encodes it, then ``n`` greedy tokens (fewer when
+    the window is full), each from one ``forward`` of every id so far; no stop token."""
+    import time
+
+    import numpy as np
+
+    from pytest_qnn_genai.runtime.result import PerfStats, RunResult
+    from pytest_qnn_genai.runtime.tokenizer import load_tokenizer
+
+    def generate(pte: Path, prompt: str, n: int) -> RunResult:
+        prompt_ids = runner_ids(case, prompt)
+        ids, rows = list(prompt_ids), []
+        start = time.monotonic()
+        while len(ids) - len(prompt_ids) < n and len(ids) < case.max_context_len:
+            row = np.asarray(forward(pte, ids)[len(ids) - 1])
+            rows.append(row)
+            ids.append(int(np.argmax(row)))
+        seconds = time.monotonic() - start
+        tokens = ids[len(prompt_ids):]
+        rate = len(tokens) / seconds if seconds > 0 else 0.0
+        text = load_tokenizer(case.path("tokenizer_model")).decode(tokens)
+        return RunResult(prompt_ids, tokens, text,
+                         PerfStats(len(prompt_ids), len(tokens), 0.0, 0.0, rate, 0.0),
+                         np.stack(rows) if rows else None, device)
+
+    return generate

@@ -72,11 +72,11 @@ def qdq_encodings(pipeline: Pipeline, build: Build) -> object:
     return pipeline.qdq_encodings(built.qdq_graph)
 
 
-def genai_qdq(pipeline: Pipeline, build: Build) -> object:
-    """genai's front half on the case, calibrated on the case's prompts; nothing for a case
-    genai's Hugging Face loader cannot read (its test says why in one line)."""
+def genai(pipeline: Pipeline, build: Build) -> object:
+    """genai_pipeline's build of the case (its recipe, the case's prompts, compiled); nothing
+    for a case genai's Hugging Face loader cannot read (its test says why in one line)."""
     from pytest_qnn_genai.flows.genai_front import not_huggingface_reason
-    from pytest_qnn_genai.pipeline.genai import genai_qdq as entry
+    from pytest_qnn_genai.pipeline.genai import genai_build as entry
 
     case = build.require_case()
     if not_huggingface_reason(case) is not None:

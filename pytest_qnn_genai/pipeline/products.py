@@ -273,7 +273,7 @@ TRANSFORMERS_LOGITS = "transformers-logits"
 RUNNERS = "runners-build"
 QDQ_ENCODINGS = "qdq-encodings"
 GGUF_IMPORT = "gguf-import"  # a GGUF file -> its Hugging Face folder (a case's files)
-GENAI_QDQ = "genai-qdq"  # upstream genai_pipeline's model preparation and quantization
+GENAI = "genai"  # upstream genai_pipeline's build: preparation, quantization, compilation
 QDQ_WINDOW_LOGITS = "qdq-window-logits"  # any QDQ graph on the flows' comparison windows
 TARGET_RUN = "target-run"  # a program's judged generation on the emulator (pipeline/outputs.py)
 TARGET_LOGITS = "target-logits"  # a program's logits of a token sequence on the emulator
@@ -319,9 +319,10 @@ def _builtin() -> dict[str, Product]:
         Product(RUNNERS, Per.SOURCE, _MAKERS + "runners", ("pytest_qnn_genai.runners.build",), long=True,
                 in_subprocess=True),
         Product(GGUF_IMPORT, Per.CASE, _MAKERS + "gguf_import", gguf_import.CODE),
-        Product(GENAI_QDQ, Per.CASE_TARGET, _MAKERS + "genai_qdq",
-                ("pytest_qnn_genai.flows.genai_front", "pytest_qnn_genai.stages.recipe"),
-                long=True),
+        Product(GENAI, Per.CASE_TARGET, _MAKERS + "genai",
+                ("pytest_qnn_genai.flows.genai_front", "pytest_qnn_genai.flows.genai_run",
+                 "pytest_qnn_genai.flows.genai_recipes", "pytest_qnn_genai.flows.genai_compile",
+                 "pytest_qnn_genai.stages.recipe"), long=True),
         Product(QDQ_WINDOW_LOGITS, Per.CASE_TARGET, "",
                 ("pytest_qnn_genai.flows.genai_front", "pytest_qnn_genai.checks.qdq_windows",
                  "pytest_qnn_genai.stages.prepare", *families.module_names())),

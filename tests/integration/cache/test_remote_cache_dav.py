@@ -26,7 +26,7 @@ FAST = {"timeout_s": 5.0, "retry_delays_s": (0.05, 0.1)}
 
 
 class UpstreamGap(RememberedFailure, RuntimeError):
-    """A build failure that is a property of the key (as flows.genai.GenAIUnavailable)."""
+    """A build failure that is a property of the key (as flows.genai_front.GenAIStageFailed)."""
 
 
 def quiet(_line: str) -> None:

@@ -7,7 +7,7 @@ import importlib
 
 import pytest
 
-from pytest_qnn_genai.flows import genai_front
+from pytest_qnn_genai.flows import genai_front, genai_run
 from pytest_qnn_genai.models.registry import available
 from pytest_qnn_genai.targets import Target, soc
 
@@ -33,7 +33,8 @@ def test_a_build_with_a_renamed_upstream_api_fails_naming_it(monkeypatch, tmp_pa
     module = importlib.import_module(genai_front.PACKAGE + module_name)
     monkeypatch.delattr(module, attr)
     with pytest.raises(genai_front.GenAIApiError, match="ExecuTorchQuantizationStrategy not found"):
-        genai_front.build_genai_qdq(available()["qwen3_toy"], Target(soc("SM8650")), tmp_path)
+        genai_run.build(genai_run.GenAIRun(available()["qwen3_toy"], Target(soc("SM8650"))),
+                        tmp_path)
 
 
 def _failed(stage: str, original: Exception) -> genai_front.GenAIStageFailed:
@@ -85,12 +86,13 @@ def test_an_upstream_stage_failure_is_remembered_under_the_build_key(tmp_path) -
 
     def build(out) -> None:  # noqa: ANN001
         calls.append(1)
-        genai_front.run_unadjusted(case, Target(soc("SM8650")), out)
+        genai_run.run_without(genai_run.GenAIRun(case, Target(soc("SM8650")), artifact_dir=out),
+                              None)
 
     cache = ArtifactCache(tmp_path / "cache", {"executorch": "x"}, progress=lambda _m: None)
     with pytest.raises(genai_front.GenAIStageFailed, match=r"model_preparation stage: "
                        r"\[model_preparation\] Model preparation failed \(caused by "):
-        cache.get_or_build(genai_front.STAGE, {"case": "broken"}, build, label="broken")
+        cache.get_or_build("genai", {"case": "broken"}, build, label="broken")
     with pytest.raises(genai_front.GenAIStageFailed) as again:
-        cache.get_or_build(genai_front.STAGE, {"case": "broken"}, build, label="broken")
+        cache.get_or_build("genai", {"case": "broken"}, build, label="broken")
     assert calls == [1] and again.value.remembered

@@ -15,7 +15,7 @@ VERSIONS = {"torch": "t", "executorch": "1.5.1"}
 
 
 class UpstreamGap(RememberedFailure, RuntimeError):
-    """Stands for flows.genai.GenAIUnavailable: a failure that is a property of the inputs."""
+    """Stands for flows.genai_front.GenAIStageFailed: a failure that is a property of the inputs."""
 
 
 def quiet(_line: str) -> None:
@@ -121,11 +121,11 @@ def test_lookup_raises_a_remembered_failure(tmp_path: Path) -> None:
         cache.lookup("s", cache.key("s", {}))
 
 
-def test_genai_unavailable_is_remembered() -> None:
-    """The one failure the pipeline has that is a property of its key: executorch's missing
-    genai compiler (flows/genai.py), and xfail(raises=GenAIUnavailable) still matches it."""
-    from pytest_qnn_genai.flows.genai import GenAIFlowError, GenAIUnavailable
+def test_a_genai_stage_failure_is_remembered() -> None:
+    """upstream's StageError is a property of the build key (executorch's version and the
+    harness's code are in it): remembered; an API change is never remembered."""
+    from pytest_qnn_genai.flows.genai_front import GenAIApiError, GenAIStageFailed
 
-    assert issubclass(GenAIUnavailable, RememberedFailure)
-    assert issubclass(GenAIUnavailable, RuntimeError)
-    assert not issubclass(GenAIFlowError, RememberedFailure)  # an API change: never remembered
+    assert issubclass(GenAIStageFailed, RememberedFailure)
+    assert issubclass(GenAIStageFailed, RuntimeError)
+    assert not issubclass(GenAIApiError, RememberedFailure)

@@ -7,6 +7,7 @@ import json
 import numpy as np
 import pytest
 
+from pytest_qnn_genai import figures
 from pytest_qnn_genai.checks import perplexity, qdq_windows
 
 
@@ -94,3 +95,17 @@ def test_bounds_file(tmp_path) -> None:
 def test_table_has_one_column_per_flow() -> None:
     text = qdq_windows.table({"legacy": _metrics(), "staged": _metrics(), "genai": _metrics()})
     assert text.splitlines()[0].split()[-3:] == ["legacy", "staged", "genai"]
+
+
+def test_a_program_off_its_qdq_graph_fails_its_floor() -> None:
+    """The program's rows against its QDQ graph's: the same rows pass any floor; rows with one
+    window's logits scaled by 1.5 (a wrong output scale on the target) fall below 20 dB."""
+    rng = np.random.default_rng(0)
+    qdq = [rng.normal(size=(4, 16)).astype(np.float32) for _ in range(3)]
+    same = qdq_windows.agreement_check("p", "p_sqnr", qdq, [r.copy() for r in qdq], 60.0, "src")
+    assert same.ok and same.rule == figures.AT_LEAST
+    off = [qdq[0] * 1.5, qdq[1], qdq[2]]
+    check = qdq_windows.agreement_check("p", "p_sqnr", qdq, off, 20.0, "src")
+    assert not check.ok and isinstance(check.new, float) and check.new < 20.0 and "(src)" in check.judge
+    with pytest.raises(ValueError, match="not the same windows"):
+        qdq_windows.agreement_check("p", "p_sqnr", qdq, off[:2], 20.0, "src")

@@ -49,7 +49,7 @@ def test_the_gate_plans_every_cases_builds_once(pytester: pytest.Pytester) -> No
     assert not [s for s in steps if "smollm2_135m" in s]
     assert len(steps) == len(set(steps))
     for case in cases:
-        for step in ("quantize", "new", "legacy", "genai", "genai-qdq", "qdq-logits",
+        for step in ("quantize", "new", "legacy", "genai", "qdq-logits",
                      "qdq-logits heldout"):
             assert f"{step} {case} SM8650-htp" in steps, (step, case, steps)
         for after in ("new", "qdq-logits heldout"):
@@ -61,11 +61,11 @@ def test_the_gate_plans_every_cases_builds_once(pytester: pytest.Pytester) -> No
     # no other SoC, no variant the default --qnn-ab (legacy:new) does not name, no runners
     # (their x86-runner items are skipped without --executorch-src)
     assert not [s for s in steps if "SM8750" in s or "@" in s or s.startswith("runners")]
-    assert len(steps) == len(cases) * 11 + 2
+    assert len(steps) == len(cases) * 10 + 2
     # the builds of minutes first (quantize, flows): the one in-process lane starts every long
     # chain before it spends time on references and logits a test may build itself
     long = [i for i, step in enumerate(steps)
-            if step.split()[0] in ("quantize", "new", "legacy", "genai", "genai-qdq")]
+            if step.split()[0] in ("quantize", "new", "legacy", "genai")]
     assert long == list(range(len(long))), steps
 
 

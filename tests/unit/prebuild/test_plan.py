@@ -33,7 +33,11 @@ def flow(name: str, case) -> Need:  # noqa: ANN001
 
 def test_a_flow_built_from_the_qdq_graphs_comes_after_quantize() -> None:
     assert plan([on(STORIES, SM8650, "new")]) == [quantize(STORIES), flow("new", STORIES)]
-    assert plan([on(STORIES, SM8650, "genai")]) == [quantize(STORIES), flow("genai", STORIES)]
+
+
+def test_genai_needs_nothing_first() -> None:
+    """genai_pipeline quantizes in its own pipeline: its build reads no quantize product."""
+    assert plan([on(STORIES, SM8650, "genai")]) == [flow("genai", STORIES)]
 
 
 def test_legacy_needs_nothing_first_and_builds_in_a_subprocess() -> None:
