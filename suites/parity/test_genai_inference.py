@@ -9,8 +9,7 @@ from __future__ import annotations
 import pytest
 
 from pytest_qnn_genai.checks import parity
-from pytest_qnn_genai.checks.generation import inference_matches_run
-from pytest_qnn_genai.flows.genai_inference import RESULT_FILE, run_inference_stage
+from pytest_qnn_genai.flows.genai_inference import RESULT_FILE, stage_matches_run
 
 pytestmark = [pytest.mark.parity, pytest.mark.flow("legacy", "genai")]
 
@@ -21,10 +20,8 @@ def test_genai_inference_runs_legacy_program(qnn_pipeline, qnn_case, qnn_target,
     def generate(pte, prompt, n):  # noqa: ANN001, ANN202 - the adapter's injected runner
         return qnn_pipeline.run_pte(qnn_case, qnn_target, pte, prompt, n)
 
-    out = run_inference_stage(qnn_case, qnn_target, legacy_artifacts.pte, generate, tmp_path)
-    metrics = out.performance_metrics
-    checks = inference_matches_run(legacy_run, metrics["prompt_token_ids"], metrics["token_ids"],
-                                   out.inference_results, float(metrics["decode_tok_s"]))
+    checks = stage_matches_run(qnn_case, qnn_target, legacy_artifacts.pte, generate, legacy_run,
+                               tmp_path)
     parity_table.add(checks, prefix=f"[{qnn_case.name} {qnn_target.id}] ")
     qnn_record("parity", checks)
     assert (tmp_path / "inference_output" / RESULT_FILE).is_file()

@@ -4,10 +4,8 @@ convolution weight fell to per-tensor where the recipe declares per-channel or b
 weights counted by op, scheme and bit width go to the parity table and the report.
 
 llama.py and the staged flow quantize the rewritten ``static_llama`` graph the recipe was written
-for. genai_pipeline is handed the same recipe (``flows/genai_front.py``) for its Hugging Face
-graph, whose linears stay ``aten.linear``: its rules, keyed on ``aten.conv2d``, match nothing, so
-its test (``test_genai_front.py``) is a strict xfail naming the cause, and it passes the day
-upstream maps its recipes.
+for. genai_pipeline's graph is held to upstream's Hugging Face recipe, and to llama.py's recipe
+under a strict xfail naming why it reaches nothing there (``test_genai_front.py``).
 """
 from __future__ import annotations
 
@@ -19,15 +17,21 @@ from pytest_qnn_genai.stages.recipe import make_recipe
 pytestmark = [pytest.mark.parity]
 
 
-def hold_recipe(flow, graph, case, target, table, record) -> None:  # noqa: ANN001
-    """``case``'s recipe on ``flow``'s QDQ ``graph``: the rows into the parity table and the
-    report, a failure naming the rules and weights."""
-    checks = recipe_coverage.coverage(make_recipe(case).recipe, encodings.load_qdq(graph)
-                                      ).checks(flow)
+def hold_coverage(flow, coverage, case, target, table, record) -> None:  # noqa: ANN001
+    """``coverage`` of ``flow``'s QDQ graph: the rows into the parity table and the report, a
+    failure naming the rules and weights."""
+    checks = coverage.checks(flow)
     table.add(checks, prefix=f"[{case.name} {target.id}] ")
     record("parity", checks)
     print("\n".join(f"{c.check}: {c.delta}" for c in checks))
     assert all(c.ok for c in checks), parity.failures(checks)
+
+
+def hold_recipe(flow, graph, case, target, table, record) -> None:  # noqa: ANN001
+    """``case``'s llama.py recipe on ``flow``'s QDQ ``graph`` (:func:`hold_coverage`)."""
+    hold_coverage(flow, recipe_coverage.coverage(make_recipe(case).recipe,
+                                                 encodings.load_qdq(graph)),
+                  case, target, table, record)
 
 
 @pytest.mark.flow("legacy")

@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from suites.parity.test_genai_front import BOUNDS_DIR, BOUNDS_FILE
+from suites.parity.conftest import BOUNDS_DIR, BOUNDS_FILE
 
 pytestmark = pytest.mark.usefixtures("qnn_env")
 
 BOUNDS_TEST = """
-from suites.parity.test_genai_front import genai_bounds, hf_case  # noqa: F401 (fixtures)
+from suites.parity.conftest import genai_bounds, hf_case  # noqa: F401 (fixtures)
 
 
 def test_bounds(genai_bounds):
