@@ -3,6 +3,8 @@ upstream's DefaultQuantizerAdapter, gives block-quantized linears for 16a4w_bloc
 ones for 16a4w, on a real exported graph (its linears' names keyed as llm_utils keys them)."""
 from __future__ import annotations
 
+from enum import Enum
+
 import pytest
 import torch
 
@@ -20,7 +22,7 @@ class Mlp(torch.nn.Module):
         return self.down(torch.relu(self.up(x)))
 
 
-def _dtype(label: str) -> object:
+def _dtype(label: str) -> Enum:
     from executorch.backends.qualcomm.quantizer.quantizer import QuantDtype
 
     return getattr(QuantDtype, f"use_{label}")
@@ -28,7 +30,7 @@ def _dtype(label: str) -> object:
 
 def _quantized(label: str) -> tuple[torch.export.ExportedProgram, Upstream]:
     options = genai_recipes.hf_path_options(_dtype(label))
-    adapter = genai_recipes.get(genai_recipes.HF_PATH).adapter()
+    adapter: Upstream = genai_recipes.get(genai_recipes.HF_PATH).adapter()  # upstream's protocol
     x = (torch.randn(2, 32),)
     model = adapter.export_model(Mlp().eval(), x)
     from executorch.backends.qualcomm.export_utils import get_backend_type
