@@ -155,7 +155,9 @@ def test_every_suite_runs_its_phone_checks_on_the_phone(loopback, qnn_settings, 
     # through qnn_executor_runner and is judged there, on each Hugging Face case
     program = {k: v for k, v in outcomes.items()
                if "test_genai_target" in k[0] and f"htp-{SERIAL}" in k[1]}
-    assert program and set(program.values()) == {"passed"}, program
+    hf = {k: v for k, v in program.items() if "[stories260k-" not in k[1]}  # llama.2c: xfail
+    assert len(hf) == 4 and set(hf.values()) == {"passed"}, program
+    assert set(program.values()) - {"passed"} <= {"xfailed"}, program
     # genai's front half and upstream's unadjusted paths: judged (passed) or upstream's exact
     # failure (strict xfails)
     front = {k: v for k, v in outcomes.items()

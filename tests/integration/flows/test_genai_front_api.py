@@ -74,14 +74,14 @@ def test_an_upstream_stage_failure_is_remembered_under_the_build_key(tmp_path) -
     """A folder genai's loader cannot read: upstream's StageError from model preparation, as
     GenAIStageFailed (its stage and original exception in one line), remembered by the cache:
     the next lookup of the key raises it again without building."""
-    from types import SimpleNamespace
+    import dataclasses
 
     from pytest_qnn_genai.cache import ArtifactCache
 
     folder = tmp_path / "broken"
     folder.mkdir()
     (folder / "config.json").write_text("{}")  # no model_type: AutoModelForCausalLM refuses it
-    case = SimpleNamespace(folder=folder, hf_folder=folder, eval_prompt="Once upon a time")
+    case = dataclasses.replace(available()["qwen3_toy"], folder=folder)  # its recipe, no model
     calls: list[int] = []
 
     def build(out) -> None:  # noqa: ANN001

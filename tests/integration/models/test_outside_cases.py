@@ -88,7 +88,8 @@ def test_the_gate_and_parity_run_on_a_case_from_outside(qnn_settings, tmp_path: 
     assert second.returncode == 0, report
     outcomes = _outcomes(tmp_path / "second.xml")
     ours = {k: v for k, v in outcomes.items() if f"[{NAME}-" in k}
-    assert ours and ours.keys() == outcomes.keys(), outcomes  # only the outside case ran
+    # only the outside case ran (a test of no case, upstream's own import, runs once)
+    assert ours and ours.keys() == {k for k in outcomes if "[" in k}, outcomes
     # upstream's x86 runners are a target too, and the runner's own --prompt path and its own
     # text against the judged ids are theirs alone; this inner run has no --executorch-src
     runners = {k: v for k, v in ours.items()
