@@ -20,7 +20,10 @@ Interleaved`), each side run as its build says (``--eval_mode 2`` with its windo
 gcap for a lookahead build). Each round's B/A ratios of the
 prefill and decode rates must stay at or above ``--qnn-perf-ratio-floor`` with 95 % confidence
 (more pairs are run while the rounds cannot tell; still undecided at the cap is a failure that
-says so, never a pass: :mod:`pytest_qnn_genai.perf.gate`). Every figure rests on
+says so, never a pass: :mod:`pytest_qnn_genai.perf.gate`). Two sides that are one program
+(stamp-free sha256 equal: ``legacy:new`` where the flows agree byte for byte) pass by identity on
+the emulator and are not timed: one program through one host runner does the same work call for
+call, and timing it against itself judges only the machine's noise. Every figure rests on
 the minimum work (``--qnn-perf-min-tokens``/``--qnn-perf-min-seconds``, pooled over rounds); more
 rounds are run until it does. Every figure goes into the run's records (``--qnn-report``).
 
@@ -180,6 +183,11 @@ def _lookahead_sides(case, a: str, b: str) -> list[str]:
     return [n for n in (a, b) if _build(case, n).is_lookahead]
 
 
+def _same_program(name: str, reference: str, how: str) -> judged.Figure:
+    """The speed verdict of a program that is its reference byte for byte: passed by identity."""
+    return judged.Figure(name, reference, judged.PASS, how, judged.EQUAL)
+
+
 def _runner_pairing(pipeline, case, target, a: str, b: str) -> Interleaved:
     """Whole generations of A and B through upstream's runner, each as its build says."""
     workload = Workload.for_case(case)
@@ -212,10 +220,18 @@ def test_relative_gate(qnn_ab_pair, qnn_pipeline, qnn_sdk, qnn_case, qnn_target,
     if lookahead:
         pairing = _runner_pairing(qnn_pipeline, qnn_case, qnn_target, a, b)
     else:
+        a_pte, b_pte = (qnn_pipeline.variant_pte(qnn_case, n, qnn_target) for n in (a, b))
+        if program_sha256(a_pte) == program_sha256(b_pte):
+            # one program, one host runner: the same work call for call, so its speed is A's
+            # exactly; timing it against itself could only judge the machine's noise
+            qnn_record("perf", [_same_program(f"program_{b}_vs_{a}", f"{a}'s program",
+                                              f"program sha256 = {a}'s ({b} builds it byte "
+                                              "for byte, build stamps aside)")],
+                       note=f"A/B {b} vs {a}: one program, not timed")
+            print(f"{qnn_case.name} {qnn_target.id} {b} vs {a}: one program (sha256 equal)")
+            return
         workload = Workload.for_case(qnn_case, EMULATOR_PREFILL_PASSES)
-        pairing = Lockstep(a, qnn_pipeline.variant_pte(qnn_case, a, qnn_target),
-                           b, qnn_pipeline.variant_pte(qnn_case, b, qnn_target),
-                           qnn_case.path("tokenizer_model"), workload)
+        pairing = Lockstep(a, a_pte, b, b_pte, qnn_case.path("tokenizer_model"), workload)
     outcome = ab_gate(pairing, rounds=qnn_settings.perf_rounds,
                       floor=qnn_settings.perf_ratio_floor,
                       minimum=Minimum.from_settings(qnn_settings))
@@ -248,10 +264,10 @@ def test_speed_against_the_accepted_build(qnn_pipeline, qnn_sdk, qnn_case, qnn_t
         # today's program is the accepted one byte for byte (its build stamp aside): the same
         # speed, nothing to pair (against itself on a busy machine, prefill can read
         # inconclusive at 0.97); a fresh machine's rebuild of an unchanged tree lands here
-        qnn_record("perf", [judged.Figure(
-            "program_vs_accepted", "the accepted program", judged.PASS,
+        qnn_record("perf", [_same_program(
+            "program_vs_accepted", "the accepted program",
             f"program sha256 = the accepted program's ({accepted.program.stage}/"
-            f"{accepted.program.key}, {accepted.provenance.short})", judged.EQUAL)],
+            f"{accepted.program.key}, {accepted.provenance.short})")],
                    note="today's build is the accepted program: not measured")
         return
     try:
