@@ -24,7 +24,7 @@ STAMP  := $(VENV)/.installed
 QNN_GENAI_EXECUTORCH_SRC ?= $(wildcard $(abspath $(CURDIR)/../shared/upstream/executorch))
 export QNN_GENAI_EXECUTORCH_SRC
 
-.PHONY: gate test unit lint docs install adb build-deps dav chromium nightly clean
+.PHONY: gate test unit lint docs install adb build-deps dav chromium valgrind nightly clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
@@ -55,6 +55,12 @@ build-deps:
 	  [ "$$n" = "$(words $(BUILD_DEPS))" ] || \
 	  { apt-get update -qq && apt-get install -y -qq $(BUILD_DEPS) >/dev/null; }
 
+# Valgrind (Debian package; its callgrind.h too) for the emulator's counted work: the speed
+# gate on the emulator counts a program's instructions with callgrind (pytest_qnn_genai/runtime/work.py).
+valgrind:
+	@{ command -v valgrind && test -f /usr/include/valgrind/callgrind.h; } >/dev/null 2>&1 || \
+	  { apt-get update -qq && apt-get install -y -qq valgrind >/dev/null; }
+
 # nginx with its DAV module (Debian bookworm's nginx binary has it built in), the real HTTP cache
 # server the remote-cache tests start on loopback (tests/support/dav_server.py); never started here.
 dav:
@@ -65,7 +71,7 @@ dav:
 # real model's full gate, which the default selection leaves to the nightly)
 MODELS ?=
 MODELS_ARG := $(if $(MODELS),--models $(MODELS))
-gate: install build-deps
+gate: install build-deps valgrind
 	$(PY) -m pytest suites --soc $(SOC) $(XDIST) $(MODELS_ARG) $(PYTEST_ARGS)
 
 # ruff, the import-linter layer contracts and mypy (pyproject.toml): the package strictly,
@@ -85,7 +91,7 @@ unit: install
 docs: install
 	$(VENV)/bin/mkdocs build --strict --quiet
 
-test: lint docs adb build-deps dav chromium
+test: lint docs adb build-deps dav chromium valgrind
 	@$(PY) -m pytest tests suites $(XDIST) --soc $(SOC) $(PYTEST_ARGS); rc=$$?; \
 	  if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests (exit 5)" >&2; fi; exit $$rc
 
@@ -95,7 +101,7 @@ test: lint docs adb build-deps dav chromium
 # no -n: pytest-benchmark turns its fixture off under xdist (pytest_benchmark/session.py), so a
 # nightly under -n would time nothing for its benchmark JSON.
 REPORTS ?= reports
-nightly: install
+nightly: install valgrind
 	@day=$$(date -u +%F); mkdir -p $(REPORTS)/$$day; \
 	  $(PY) -m pytest suites --soc $(SOC) --nightly $(MODELS_ARG) --qnn-report $(REPORTS) \
 	    --qnn-ab legacy:new --qnn-ab ar8:new --qnn-ab kv16:new \

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from pytest_qnn_genai.devices.session import DeviceSession, DeviceSessions
     from pytest_qnn_genai.flows.legacy import LegacyArtifacts
     from pytest_qnn_genai.runners import RunnerBuild
+    from pytest_qnn_genai.runtime.work import ProgramWork
     from pytest_qnn_genai.stages.compile import PteArtifacts
     from pytest_qnn_genai.stages.prepare import PreparedModel
     from pytest_qnn_genai.stages.quantize import QdqArtifacts
@@ -335,6 +336,12 @@ class Pipeline(References):
         if run.prompt_logits is None or run.logits is None:
             raise RuntimeError(f"{target.id}: the run gave no prompt logits")
         return np.concatenate([run.prompt_logits, run.logits[:1]])
+
+    def program_work(self, case: ModelCase, target: Target, pte: Path, ids: Sequence[int],
+                     steps: int) -> ProgramWork:
+        """``pte``'s counted work on the emulator (:mod:`pytest_qnn_genai.runtime.work`), a kept
+        product: counted once per program and workload."""
+        return outputs.program_work(self, target, pte, ids, steps, label=case.name)
 
     def qdq_encodings(self, graph: Path) -> GraphEncodings:
         """The encodings table of any flow's QDQ ``.pt2`` (the check's input), cached under the

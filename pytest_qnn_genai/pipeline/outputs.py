@@ -36,6 +36,7 @@ import numpy as np
 from pytest_qnn_genai.files import file_sha256
 from pytest_qnn_genai.pipeline import products
 from pytest_qnn_genai.runtime.result import PerfStats, RunResult
+from pytest_qnn_genai.runtime.work import CONTROL_SOURCE, ProgramWork, count_work, valgrind_version
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -159,3 +160,20 @@ def prompt_logits(pipeline: Entries, target: Target, pte: Path, ids: Sequence[in
     entry = pipeline.entry(products.TARGET_LOGITS, inputs, build, label=label)
     rows: np.ndarray = np.load(entry.file(LOGITS_FILE))
     return rows
+
+
+def program_work(pipeline: Entries, target: Target, pte: Path, ids: Sequence[int], steps: int,
+                 label: str = "") -> ProgramWork:
+    """``pte``'s counted work on the emulator (a prompt pass of ``ids`` and ``steps`` decode
+    steps, :mod:`pytest_qnn_genai.runtime.work`): counted once per program, workload, probe and
+    valgrind (:data:`products.TARGET_WORK`)."""
+    inputs: dict[str, object] = {
+        "program": file_digest(pte), "ids": [int(i) for i in ids], "steps": steps,
+        "control": file_digest(CONTROL_SOURCE), "valgrind": valgrind_version(),
+        "target": target.id}
+
+    def build(out: Path) -> None:
+        count_work(pte, ids, steps).save(out)
+
+    entry = pipeline.entry(products.TARGET_WORK, inputs, build, label=label)
+    return ProgramWork.load(entry.path)

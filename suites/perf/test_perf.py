@@ -11,21 +11,20 @@ within noise passes; the test reports *updated*, judging nothing). A device that
 HTP simulator (the loopback phone) runs the same workload and reports its figures as ``info``:
 its speed is the simulator's, never a phone's, so no floor judges it and no update writes one
 (:func:`pytest_qnn_genai.perf.phone.simulated`). The x86 emulator's speed says nothing about a
-phone, so there the gate is relative: two variants run in lockstep in one session, on the same
-prompt and ``max_new_tokens``, both through the host runner, call by call (A's prompt pass next
-to B's, A's decode step next to B's: :mod:`pytest_qnn_genai.perf.lockstep`). A pair with a lookahead build,
-which only upstream's runner decodes, is gated on upstream's runners instead (the x86-runner
-target or a phone): whole generations, A's next to B's (:class:`~pytest_qnn_genai.perf.gate.
-Interleaved`), each side run as its build says (``--eval_mode 2`` with its window, ngram and
-gcap for a lookahead build). Each round's B/A ratios of the
-prefill and decode rates must stay at or above ``--qnn-perf-ratio-floor`` with 95 % confidence
-(more pairs are run while the rounds cannot tell; still undecided at the cap is a failure that
-says so, never a pass: :mod:`pytest_qnn_genai.perf.gate`). Two sides that are one program
-(stamp-free sha256 equal: ``legacy:new`` where the flows agree byte for byte) pass by identity on
-the emulator and are not timed: one program through one host runner does the same work call for
-call, and timing it against itself judges only the machine's noise. Every figure rests on
-the minimum work (``--qnn-perf-min-tokens``/``--qnn-perf-min-seconds``, pooled over rounds); more
-rounds are run until it does. Every figure goes into the run's records (``--qnn-report``).
+phone, so there the gate is relative, on counted work: each side's instructions per prompt pass
+and per decode step on one workload, counted once per program by callgrind and kept under the
+program's digest (:mod:`pytest_qnn_genai.perf.work`); B may run no more than A, exactly, and a
+failure names the kernels whose work grew. Two sides that are one program (stamp-free sha256
+equal: ``legacy:new`` where the flows agree byte for byte) pass by identity, not counted. A pair
+with a lookahead build, which only upstream's runner decodes, is gated on upstream's runners
+instead (the x86-runner target or a phone): whole generations, A's next to B's
+(:class:`~pytest_qnn_genai.perf.gate.Interleaved`), each side run as its build says
+(``--eval_mode 2`` with its window, ngram and gcap for a lookahead build); their round ratios of
+the prefill and decode rates must stay at or above ``--qnn-perf-ratio-floor`` with 95 %
+confidence (more pairs are run while the rounds cannot tell; still undecided at the cap is a
+failure that says so, never a pass: :mod:`pytest_qnn_genai.perf.gate`), each figure resting on
+the minimum work (``--qnn-perf-min-tokens``/``--qnn-perf-min-seconds``, pooled over rounds).
+Every figure goes into the run's records (``--qnn-report``).
 
 Across commits (every run, emulator): today's build is paired in lockstep against the program
 of the last accepted measurement (``golden/accepted/<case>.json`` names its cache entry), with
@@ -45,14 +44,14 @@ from pytest_qnn_genai.checks import agreement, numerics, parity
 from pytest_qnn_genai.golden.perf import GoldenPerf, GoldenWorkload, update_golden
 from pytest_qnn_genai.models.case import FLOW_VARIANTS
 from pytest_qnn_genai.perf import accepted as accepted_speed
+from pytest_qnn_genai.perf import work
 from pytest_qnn_genai.perf.benchmark import (
     EMULATOR_PREFILL_PASSES,
     Minimum,
     Workload,
     runner_workload,
 )
-from pytest_qnn_genai.perf.gate import Contender, Interleaved, Pairing, ab_gate
-from pytest_qnn_genai.perf.lockstep import Lockstep
+from pytest_qnn_genai.perf.gate import Contender, Interleaved, ab_gate
 from pytest_qnn_genai.perf.minimum import shortfall_figures
 from pytest_qnn_genai.perf.phone import (
     phone_generation,
@@ -62,6 +61,7 @@ from pytest_qnn_genai.perf.phone import (
     simulated,
     simulator_figures,
 )
+from pytest_qnn_genai.runtime.work import WorkError
 from pytest_qnn_genai.sdk.context_binary import program_sha256
 
 pytestmark = pytest.mark.perf
@@ -205,43 +205,52 @@ def _runner_pairing(pipeline, case, target, a: str, b: str) -> Interleaved:
 
 def test_relative_gate(qnn_ab_pair, qnn_pipeline, qnn_sdk, qnn_case, qnn_target, qnn_settings,
                        qnn_record) -> None:
-    """``--qnn-ab A:B`` (default legacy:new): B keeps the floor of A's prefill and decode tok/s.
-    In lockstep on the emulator; a pair with a lookahead side on upstream's runners."""
+    """``--qnn-ab A:B`` (default legacy:new): B keeps the floor of A's prefill and decode speed.
+    On the emulator by counted work (one program on both sides: by identity); a pair with a
+    lookahead side by whole generations on upstream's runners."""
     a, b = qnn_ab_pair
     lookahead = _lookahead_sides(qnn_case, a, b) if {a, b} <= set(qnn_case.variant_names) else []
     if qnn_target.is_emulator and lookahead:
         pytest.skip(f"{qnn_target.id}: {', '.join(lookahead)} is a lookahead build, decoded only "
                     "by upstream's runner: the pair is gated on the x86-runner target")
     if not qnn_target.is_emulator and not lookahead:
-        pytest.skip(f"{qnn_target.id}: runs only on the x86 emulator in this process (the host "
-                    "runner's lockstep pairs; a pair with a lookahead side runs here)")
+        pytest.skip(f"{qnn_target.id}: runs only on the x86 emulator in this process (its "
+                    "counted work; a pair with a lookahead side runs here)")
     _variants(qnn_case, a, b)
-    pairing: Pairing
+    floor = qnn_settings.perf_ratio_floor
     if lookahead:
-        pairing = _runner_pairing(qnn_pipeline, qnn_case, qnn_target, a, b)
-    else:
-        a_pte, b_pte = (qnn_pipeline.variant_pte(qnn_case, n, qnn_target) for n in (a, b))
-        if program_sha256(a_pte) == program_sha256(b_pte):
-            # one program, one host runner: the same work call for call, so its speed is A's
-            # exactly; timing it against itself could only judge the machine's noise
-            qnn_record("perf", [_same_program(f"program_{b}_vs_{a}", f"{a}'s program",
-                                              f"program sha256 = {a}'s ({b} builds it byte "
-                                              "for byte, build stamps aside)")],
-                       note=f"A/B {b} vs {a}: one program, not timed")
-            print(f"{qnn_case.name} {qnn_target.id} {b} vs {a}: one program (sha256 equal)")
-            return
-        workload = Workload.for_case(qnn_case, EMULATOR_PREFILL_PASSES)
-        pairing = Lockstep(a, a_pte, b, b_pte, qnn_case.path("tokenizer_model"), workload)
-    outcome = ab_gate(pairing, rounds=qnn_settings.perf_rounds,
-                      floor=qnn_settings.perf_ratio_floor,
-                      minimum=Minimum.from_settings(qnn_settings))
-    failures = outcome.shortfall + outcome.failures()
-    how = "whole generations on upstream's runner" if lookahead else "lockstep"
-    qnn_record("perf", outcome.figures(), values={"rounds": len(outcome.a_rounds)},
-               note=f"A/B {b} vs {a}, {how}, floor {qnn_settings.perf_ratio_floor:g}")
-    print(f"{qnn_case.name} {qnn_target.id} {b} vs {a}: " + "; ".join(
-        f"{fig} {v}" for fig, v in outcome.verdicts.items()))
-    assert not failures, "\n".join(failures)
+        outcome = ab_gate(_runner_pairing(qnn_pipeline, qnn_case, qnn_target, a, b),
+                          rounds=qnn_settings.perf_rounds, floor=floor,
+                          minimum=Minimum.from_settings(qnn_settings))
+        qnn_record("perf", outcome.figures(), values={"rounds": len(outcome.a_rounds)},
+                   note=f"A/B {b} vs {a}, whole generations on upstream's runner, floor {floor:g}")
+        print(f"{qnn_case.name} {qnn_target.id} {b} vs {a}: " + "; ".join(
+            f"{fig} {v}" for fig, v in outcome.verdicts.items()))
+        failures = outcome.shortfall + outcome.failures()
+        assert not failures, "\n".join(failures)
+        return
+    a_pte, b_pte = (qnn_pipeline.variant_pte(qnn_case, n, qnn_target) for n in (a, b))
+    if program_sha256(a_pte) == program_sha256(b_pte):
+        # one program, one host runner: the same work call for call, so B's speed is A's
+        # exactly; timing it against itself could only judge the machine's noise
+        qnn_record("perf", [_same_program(f"program_{b}_vs_{a}", f"{a}'s program",
+                                          f"program sha256 = {a}'s ({b} builds it byte for "
+                                          "byte, build stamps aside)")],
+                   note=f"A/B {b} vs {a}: one program, not counted")
+        print(f"{qnn_case.name} {qnn_target.id} {b} vs {a}: one program (sha256 equal)")
+        return
+    ids, steps = work.workload(qnn_case, [a_pte, b_pte])
+    try:
+        counted = {n: qnn_pipeline.program_work(qnn_case, qnn_target, pte, ids, steps)
+                   for n, pte in ((a, a_pte), (b, b_pte))}
+    except WorkError as e:
+        pytest.fail(str(e), pytrace=False)
+    verdicts = work.judge(a, counted[a], b, counted[b])
+    qnn_record("perf", [v.row() for v in verdicts],
+               values={"prompt_tokens": len(ids), "decode_steps": steps},
+               note=f"A/B {b} vs {a}: counted work (callgrind), B runs no more than A")
+    print(f"{qnn_case.name} {qnn_target.id} " + "; ".join(str(v) for v in verdicts))
+    assert all(v.passed for v in verdicts), "\n".join(str(v) for v in verdicts if not v.passed)
 
 
 @pytest.mark.emulator
