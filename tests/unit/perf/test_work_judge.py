@@ -83,7 +83,7 @@ def test_a_dump_counts_the_emulators_own_instructions(tmp_path: Path) -> None:
 def test_no_valgrind_is_one_line_saying_how_to_install_it(monkeypatch) -> None:
     from pytest_qnn_genai.runtime import work as counting
 
-    monkeypatch.setattr(counting.shutil, "which", lambda name: None)
+    monkeypatch.setattr("shutil.which", lambda name: None)
     with pytest.raises(counting.WorkError, match=r"^valgrind is not installed: .*apt-get install "
                                                  r"valgrind") as e:
         counting.valgrind()
