@@ -42,8 +42,7 @@ PERF_MAX_NEW_TOKENS = 24
 # prompt passes pooled into an emulator round's prefill figure. One pass of a case's perf prompt
 # lasts a fraction of a second on the emulator: with single-pass rounds llama3_2_toy's prefill
 # stayed short of the minimum work after the round cap, even on an idle machine, while decode had
-# rested on enough work for many rounds. Paired A/B rounds need the passes as samples of the
-# prefill ratio too (:mod:`.lockstep`).
+# rested on enough work for many rounds.
 EMULATOR_PREFILL_PASSES = 8
 # extra_info key -> PerfStats attribute (medians over the measured rounds)
 EXTRA_INFO = {"prompt_tok_s": "prefill_tok_s", "decode_tok_s": "decode_tok_s",

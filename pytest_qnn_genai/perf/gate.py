@@ -2,8 +2,7 @@
 
 A *pairing* runs one round of A and B next to each other and returns a :class:`PairedRound`: each
 side's figures and, per gated figure, the round's B/A rate ratio. :class:`Interleaved` pairs two
-whole generations (A's round, then B's); :class:`~pytest_qnn_genai.perf.lockstep.Lockstep` (the
-emulator's) pairs them call by call. :func:`ab_gate` alternates the order (A B, B A, ...), and
+whole generations (A's round, then B's). :func:`ab_gate` alternates the order (A B, B A, ...), and
 :func:`relative_gate` judges the median of the rounds' ratios with a distribution-free
 confidence interval (order statistics of the ratios, binomial ranks): B passes only when the
 interval's lower bound is at or above the floor, fails when its upper bound is below it, and is
@@ -11,12 +10,12 @@ interval's lower bound is at or above the floor, fails when its upper bound is b
 rests on too little work), up to the round cap; still inconclusive there, it fails and says so:
 a gate that could not tell is never a pass.
 
-The hazard (shared cores, identical legacy and new programs): per-round decode rates jump by tens
-of percent with nothing else of ours running, so pairing whole generations, seconds apart, leaves
-the paired ratios of identical programs spread wider than the noise band: inconclusive at the
-cap, a false fail. A bursty CPU hog spreads them further. Process CPU time is no remedy: the
-runtime's threads spin, so it is noisier than wall time. Hence the emulator pairs single calls,
-milliseconds apart.
+The hazard (shared cores): per-round rates jump by tens of percent with nothing else of ours
+running, so the paired ratios of identical programs can spread wider than the noise band:
+inconclusive at the cap, a false fail; a bursty CPU hog spreads them further, and process CPU
+time is no remedy (the runtime's threads spin). So this gate judges only where wall time is the
+question, upstream's runners and phones; the emulator's speed is its counted work
+(:mod:`pytest_qnn_genai.perf.work`), which does not move run to run.
 """
 from __future__ import annotations
 
@@ -166,9 +165,8 @@ class Pairing(Protocol):
 
 class Interleaved:
     """Whole generations paired: A's round then B's (or B's then A's); a round's ratio is the
-    ratio of the two rounds' figures. For targets whose calls cannot be paired one by one (a
-    phone's qnn_llama_runner runs a whole generation per call); measured on the emulator it
-    spreads far wider than :class:`~pytest_qnn_genai.perf.lockstep.Lockstep` (module docstring)."""
+    ratio of the two rounds' figures: a phone's qnn_llama_runner runs a whole generation per
+    call (module docstring)."""
 
     def __init__(self, a: Contender, b: Contender) -> None:
         self.a, self.b = a.name, b.name

@@ -4,9 +4,12 @@ per decode step (:mod:`pytest_qnn_genai.runtime.work`), one count each, compared
 Contract. B keeps A's speed on a figure when it runs no more instructions than A on the same
 workload: exact, no noise floor (``--qnn-perf-ratio-floor`` is wall time's, for upstream's
 runners and phones). A program that runs 1 % more instructions reads A/B 0.990 and fails,
-whatever the machine was doing. There is no *inconclusive*: equal programs count equal work (the
-count's premise, held by ``tests/integration/runtime/test_work.py``), so one count per program
-decides, and a failure names the kernels whose instructions grew most, with A's and B's counts.
+whatever the machine was doing. Against the accepted program (``exact``) any other count fails:
+more names the kernels that grew; fewer is a change of the program too, failed until accepted
+(``--qnn-update-golden`` records today's program), as the accuracy records treat a better
+figure. There is no *inconclusive*: equal programs count equal work (the count's premise, held by
+``tests/integration/runtime/test_work.py``), so one count per program decides, and a failure
+names the kernels whose instructions grew most, with A's and B's counts.
 
 Hazard. The count is of QAIRT's x86 emulator, not of a phone's HTP: it tells whether a program
 asks the emulator for more work, which follows the ops and shapes the program runs; how much
@@ -20,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pytest_qnn_genai.figures import HIGHER, RATIO, Figure
+from pytest_qnn_genai.figures import EQUAL, HIGHER, RATIO, Figure
 
 if TYPE_CHECKING:
     from pytest_qnn_genai.models.registry import ModelCase
@@ -28,7 +31,8 @@ if TYPE_CHECKING:
 
 DECODE_STEPS = 4  # decode steps counted per program: each step's count differs by a few per mille
 NAMED_KERNELS = 5  # the kernels a failure names
-JUDGE = "B's instructions ≤ A's (counted by callgrind, exact)"
+JUDGES = {False: "B's instructions ≤ A's (counted by callgrind, exact)",
+          True: "B's instructions = A's (counted by callgrind, exact; fewer: accept the change)"}
 FLOOR = 1.0  # A's count over B's
 FIGURES = {"prefill_instructions": "prefill_work", "decode_instructions_per_step": "decode_work"}
 
@@ -55,6 +59,7 @@ class WorkVerdict:
     a_count: int
     b_count: int
     grown: tuple[tuple[str, int, int], ...]  # (kernel, A's, B's), most grown first
+    exact: bool = False  # B must count what A counts (the accepted program)
 
     @property
     def ratio(self) -> float:
@@ -62,13 +67,14 @@ class WorkVerdict:
 
     @property
     def passed(self) -> bool:
-        return self.b_count <= self.a_count
+        return self.b_count == self.a_count if self.exact else self.b_count <= self.a_count
 
     def row(self) -> Figure:
         """The run report's row: A/B of the counts, held at or above 1, both counts."""
         name = FIGURES[self.figure]
         return Figure(f"{name}_ratio", round(self.ratio, 6), "pass" if self.passed else "fail",
-                      JUDGE, RATIO, FLOOR, HIGHER,
+                      JUDGES[self.exact], EQUAL if self.exact else RATIO, FLOOR,
+                      None if self.exact else HIGHER,
                       label=f"{name} A/B ({self.b} vs {self.a})",
                       context={self.a: self.a_count, self.b: self.b_count,
                                "unit": "instructions" + (" per step" if "step" in self.figure
@@ -77,9 +83,12 @@ class WorkVerdict:
     def __str__(self) -> str:
         text = (f"{self.b} vs {self.a} {FIGURES[self.figure]}: A/B = {self.ratio:.4f} "
                 f"({self.a} {self.a_count:,}, {self.b} {self.b_count:,} instructions; B may run "
-                f"no more): ")
+                f"{'neither more nor fewer' if self.exact else 'no more'}): ")
         if self.passed:
             return text + "pass"
+        if self.b_count < self.a_count:
+            return text + (f"FAIL: {self.b} runs fewer instructions than {self.a}, a change of "
+                           "the program: accept it (--qnn-update-golden records today's program)")
         grown = "; ".join(f"{k} {x:,} -> {y:,} (+{y - x:,})" for k, x, y in self.grown)
         return text + ("FAIL: the kernels whose instructions grew most (over the counted "
                        f"calls): {grown or 'none kept'}")
@@ -93,11 +102,14 @@ def grown_kernels(a: MethodWork, b: MethodWork, n: int = NAMED_KERNELS) -> tuple
     return tuple(growth[:n])
 
 
-def judge(a: str, a_work: ProgramWork, b: str, b_work: ProgramWork) -> list[WorkVerdict]:
-    """B's work against A's on each figure (both counted on one workload)."""
+def judge(a: str, a_work: ProgramWork, b: str, b_work: ProgramWork,
+          exact: bool = False) -> list[WorkVerdict]:
+    """B's work against A's on each figure (both counted on one workload; ``exact``: B must
+    count what A counts)."""
     if (a_work.prompt_ids, len(a_work.decode.calls)) != (b_work.prompt_ids,
                                                           len(b_work.decode.calls)):
         raise ValueError(f"{a} and {b} were counted on different workloads")
     a_figures, b_figures = a_work.figures, b_work.figures
     return [WorkVerdict(f, a, b, a_figures[f], b_figures[f],
-                        grown_kernels(a_work.method(f), b_work.method(f))) for f in FIGURES]
+                        grown_kernels(a_work.method(f), b_work.method(f)), exact)
+            for f in FIGURES]

@@ -281,8 +281,8 @@ class HybridRunner:
 class Generation:
     """One greedy generation of a :class:`HybridRunner`, advanced one method call at a time.
 
-    :meth:`HybridRunner.generate` runs it to the end; the emulator A/B gate advances two of them
-    alternately (:mod:`pytest_qnn_genai.perf.lockstep`), so their calls are timed side by side.
+    :meth:`HybridRunner.generate` runs it to the end; the work probe advances one call at a time
+    (:mod:`pytest_qnn_genai.runtime.work_probe`), each call counted on its own.
     The first :meth:`step` resets the runner's KV caches: one generation per runner at a time.
     """
 

@@ -26,10 +26,10 @@ failure that says so, never a pass: :mod:`pytest_qnn_genai.perf.gate`), each fig
 the minimum work (``--qnn-perf-min-tokens``/``--qnn-perf-min-seconds``, pooled over rounds).
 Every figure goes into the run's records (``--qnn-report``).
 
-Across commits (every run, emulator): today's build is paired in lockstep against the program
-of the last accepted measurement (``golden/accepted/<case>.json`` names its cache entry), with
-the same statistics and ``--qnn-perf-accepted-floor`` (0.97), so a 3-5 % slowdown between
-commits fails (:mod:`pytest_qnn_genai.perf.accepted`).
+Across commits (every run, emulator): today's build is held to the program of the last accepted
+measurement (``golden/accepted/<case>.json`` names its cache entry) on counted work, exactly: any
+other count is a change of the program, more work fails naming the kernels that grew, less fails
+until accepted (:mod:`pytest_qnn_genai.perf.accepted`).
 """
 from __future__ import annotations
 
@@ -46,7 +46,6 @@ from pytest_qnn_genai.models.case import FLOW_VARIANTS
 from pytest_qnn_genai.perf import accepted as accepted_speed
 from pytest_qnn_genai.perf import work
 from pytest_qnn_genai.perf.benchmark import (
-    EMULATOR_PREFILL_PASSES,
     Minimum,
     Workload,
     runner_workload,
@@ -239,18 +238,8 @@ def test_relative_gate(qnn_ab_pair, qnn_pipeline, qnn_sdk, qnn_case, qnn_target,
                    note=f"A/B {b} vs {a}: one program, not counted")
         print(f"{qnn_case.name} {qnn_target.id} {b} vs {a}: one program (sha256 equal)")
         return
-    ids, steps = work.workload(qnn_case, [a_pte, b_pte])
-    try:
-        counted = {n: qnn_pipeline.program_work(qnn_case, qnn_target, pte, ids, steps)
-                   for n, pte in ((a, a_pte), (b, b_pte))}
-    except WorkError as e:
-        pytest.fail(str(e), pytrace=False)
-    verdicts = work.judge(a, counted[a], b, counted[b])
-    qnn_record("perf", [v.row() for v in verdicts],
-               values={"prompt_tokens": len(ids), "decode_steps": steps},
-               note=f"A/B {b} vs {a}: counted work (callgrind), B runs no more than A")
-    print(f"{qnn_case.name} {qnn_target.id} " + "; ".join(str(v) for v in verdicts))
-    assert all(v.passed for v in verdicts), "\n".join(str(v) for v in verdicts if not v.passed)
+    _counted_work_gate(qnn_pipeline, qnn_case, qnn_target, (a, a_pte), (b, b_pte), qnn_record,
+                       note=f"A/B {b} vs {a}: counted work (callgrind), B runs no more than A")
 
 
 @pytest.mark.emulator
@@ -258,10 +247,10 @@ def test_speed_against_the_accepted_build(qnn_pipeline, qnn_sdk, qnn_case, qnn_t
                                           qnn_settings, qnn_accepted, qnn_record) -> None:
     """Today's build against the program of the last accepted measurement
     (``golden/accepted/<case>.json``, found by its cache entry locally or in the remote cache),
-    in lockstep on the emulator: today's prefill and decode tok/s over the accepted program's
-    keep ``--qnn-perf-accepted-floor`` (0.97) at 95 % (:mod:`pytest_qnn_genai.perf.accepted`).
+    on counted work: today's instructions per prompt pass and per decode step must be the accepted
+    program's exactly (more fails naming the kernels that grew; fewer fails until accepted).
     Today's program with the accepted one's sha256 (build stamps aside) is that program: passed
-    by identity, on any machine; another program is measured against the accepted one's files."""
+    by identity, on any machine, not counted."""
     if qnn_settings.update_golden:  # suites/gate may be rewriting the program in this run
         pytest.skip("--qnn-update-golden: the accepted program is being rewritten; today's "
                     "build is not judged against it in this run")
@@ -271,8 +260,7 @@ def test_speed_against_the_accepted_build(qnn_pipeline, qnn_sdk, qnn_case, qnn_t
             if accepted.program.sha256 else today.digest == accepted.program.digest)
     if same:
         # today's program is the accepted one byte for byte (its build stamp aside): the same
-        # speed, nothing to pair (against itself on a busy machine, prefill can read
-        # inconclusive at 0.97); a fresh machine's rebuild of an unchanged tree lands here
+        # work, nothing to count; a fresh machine's rebuild of an unchanged tree lands here
         qnn_record("perf", [_same_program(
             "program_vs_accepted", "the accepted program",
             f"program sha256 = the accepted program's ({accepted.program.stage}/"
@@ -283,18 +271,29 @@ def test_speed_against_the_accepted_build(qnn_pipeline, qnn_sdk, qnn_case, qnn_t
         accepted_pte = accepted_speed.accepted_pte(qnn_pipeline.cache, accepted)
     except accepted_speed.AcceptedProgramMissing as e:
         pytest.fail(f"{qnn_accepted.source} [{qnn_accepted.key}]: {e}", pytrace=False)
-    floor = qnn_settings.perf_accepted_floor
-    outcome = accepted_speed.against_accepted(
-        accepted_pte, qnn_pipeline.pte(qnn_case, qnn_target).pte,
-        qnn_case.path("tokenizer_model"), Workload.for_case(qnn_case, EMULATOR_PREFILL_PASSES),
-        qnn_settings.perf_rounds, floor, Minimum.from_settings(qnn_settings))
-    failures = outcome.shortfall + outcome.failures()
-    qnn_record("perf", outcome.figures(), values={"rounds": len(outcome.a_rounds)},
-               note=f"today's build vs the accepted program ({qnn_accepted.source}, "
-                    f"{accepted.provenance.short}), lockstep, floor {floor:g}")
-    print(f"{qnn_case.name} {qnn_target.id} today vs accepted {accepted.provenance.short}: "
-          + "; ".join(f"{fig} {v}" for fig, v in outcome.verdicts.items()))
-    assert not failures, "\n".join(failures)
+    today_pte = qnn_pipeline.pte(qnn_case, qnn_target).pte
+    _counted_work_gate(qnn_pipeline, qnn_case, qnn_target, (accepted_speed.ACCEPTED, accepted_pte),
+                       (accepted_speed.TODAY, today_pte), qnn_record, exact=True,
+                       note=f"today's build vs the accepted program ({qnn_accepted.source}, "
+                            f"{accepted.provenance.short}): counted work (callgrind), exact")
+
+
+def _counted_work_gate(pipeline, case, target, a_side, b_side, record, note: str,
+                       exact: bool = False) -> None:
+    """B's counted work against A's on one workload (:mod:`pytest_qnn_genai.perf.work`): one
+    count per program, kept under its digest, so never inconclusive."""
+    (a, a_pte), (b, b_pte) = a_side, b_side
+    ids, steps = work.workload(case, [a_pte, b_pte])
+    try:
+        counted = {n: pipeline.program_work(case, target, pte, ids, steps)
+                   for n, pte in (a_side, b_side)}
+    except WorkError as e:
+        pytest.fail(str(e), pytrace=False)
+    verdicts = work.judge(a, counted[a], b, counted[b], exact=exact)
+    record("perf", [v.row() for v in verdicts],
+           values={"prompt_tokens": len(ids), "decode_steps": steps}, note=note)
+    print(f"{case.name} {target.id} " + "; ".join(str(v) for v in verdicts))
+    assert all(v.passed for v in verdicts), "\n".join(str(v) for v in verdicts if not v.passed)
 
 
 # B may keep this much less of the fp32 model than A on the eval prompt. The pairs measure B - A

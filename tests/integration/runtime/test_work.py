@@ -2,7 +2,8 @@
 ``perf/work.py``): one program counts the same instructions in two processes, a count is kept for
 its program and workload, and a program that truly does more (stories260k's 16-bit KV cache
 against the case's 8-bit one: more bytes through every attention op) counts more and fails the
-judge against the staged program, naming the kernels that grew.
+judge against the staged program, naming the kernels that grew; against an accepted program
+(exact) a program that counts fewer fails too, until accepted.
 """
 from __future__ import annotations
 
@@ -51,3 +52,10 @@ def test_a_program_that_does_more_counts_more_and_fails_naming_kernels(
     assert decode.grown and all(b > a for _, a, b in decode.grown)
     assert "FAIL: the kernels whose instructions grew most" in str(decode)
     assert all(v.passed for v in work.judge("kv16", more, "new", new))  # the other way round
+    # against the accepted program every other count fails: fewer too, until it is accepted
+    fewer = work.judge("accepted", more, "today", new, exact=True)
+    assert not any(v.passed for v in fewer)
+    assert all("runs fewer instructions than accepted, a change of the program: accept it"
+               in str(v) for v in fewer)
+    assert [v.row().rule for v in fewer] == ["equal", "equal"]
+    assert all(v.passed for v in work.judge("accepted", new, "today", new, exact=True))
