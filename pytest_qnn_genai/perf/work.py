@@ -9,7 +9,8 @@ more names the kernels that grew; fewer is a change of the program too, failed u
 (``--qnn-update-golden`` records today's program), as the accuracy records treat a better
 figure. There is no *inconclusive*: equal programs count equal work (the count's premise, held by
 ``tests/integration/runtime/test_work.py``), so one count per program decides, and a failure
-names the kernels whose instructions grew most, with A's and B's counts.
+names the op kinds of which B's graph has more nodes (from the names its context binaries carry)
+and the kernels whose instructions grew most, with A's and B's counts.
 
 Hazard. The count is of QAIRT's x86 emulator, not of a phone's HTP: it tells whether a program
 asks the emulator for more work, which follows the ops and shapes the program runs; how much
@@ -59,6 +60,7 @@ class WorkVerdict:
     a_count: int
     b_count: int
     grown: tuple[tuple[str, int, int], ...]  # (kernel, A's, B's), most grown first
+    more_nodes: tuple[tuple[str, int, int], ...] = ()  # (op kind, A's nodes, B's)
     exact: bool = False  # B must count what A counts (the accepted program)
 
     @property
@@ -90,8 +92,10 @@ class WorkVerdict:
             return text + (f"FAIL: {self.b} runs fewer instructions than {self.a}, a change of "
                            "the program: accept it (--qnn-update-golden records today's program)")
         grown = "; ".join(f"{k} {x:,} -> {y:,} (+{y - x:,})" for k, x, y in self.grown)
-        return text + ("FAIL: the kernels whose instructions grew most (over the counted "
-                       f"calls): {grown or 'none kept'}")
+        nodes = ", ".join(f"{k} {x} -> {y}" for k, x, y in self.more_nodes)
+        return text + (f"FAIL: op kinds with more nodes in {self.b}: {nodes or 'none'}; the "
+                       "kernels whose instructions grew most (over the counted calls): "
+                       f"{grown or 'none kept'}")
 
 
 def grown_kernels(a: MethodWork, b: MethodWork, n: int = NAMED_KERNELS) -> tuple[
@@ -100,6 +104,12 @@ def grown_kernels(a: MethodWork, b: MethodWork, n: int = NAMED_KERNELS) -> tuple
     growth = sorted(((k, a.kernels.get(k, 0), v) for k, v in b.kernels.items()
                      if v > a.kernels.get(k, 0)), key=lambda t: t[1] - t[2])
     return tuple(growth[:n])
+
+
+def more_nodes(a: MethodWork, b: MethodWork) -> tuple[tuple[str, int, int], ...]:
+    """The op kinds of which ``b``'s graph has more nodes than ``a``'s."""
+    return tuple((k, a.nodes.get(k, 0), v) for k, v in sorted(b.nodes.items())
+                 if v > a.nodes.get(k, 0))
 
 
 def judge(a: str, a_work: ProgramWork, b: str, b_work: ProgramWork,
@@ -111,5 +121,6 @@ def judge(a: str, a_work: ProgramWork, b: str, b_work: ProgramWork,
         raise ValueError(f"{a} and {b} were counted on different workloads")
     a_figures, b_figures = a_work.figures, b_work.figures
     return [WorkVerdict(f, a, b, a_figures[f], b_figures[f],
-                        grown_kernels(a_work.method(f), b_work.method(f)), exact)
+                        grown_kernels(a_work.method(f), b_work.method(f)),
+                        more_nodes(a_work.method(f), b_work.method(f)), exact)
             for f in FIGURES]

@@ -34,6 +34,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from pytest_qnn_genai.hybrid import DECODE, PREFILL
+from pytest_qnn_genai.sdk.context_binary import node_kinds
 
 CONTROL_SOURCE = Path(__file__).with_name("callgrind_control.c")
 WORK_FILE = "work.json"
@@ -51,10 +52,13 @@ class WorkError(RuntimeError):
 
 @dataclass(frozen=True)
 class MethodWork:
-    """One method's counted calls: their instructions in total, per call, and by kernel."""
+    """One method's counted calls: their instructions in total, per call, and by kernel, and
+    the method's QNN nodes by op kind (what its context binaries name: the op kinds a judge
+    can name when the work grows)."""
 
     calls: list[int]
     kernels: dict[str, int] = field(default_factory=dict)  # top KERNELS_KEPT, by instructions
+    nodes: dict[str, int] = field(default_factory=dict)  # op kind -> nodes
 
     @property
     def total(self) -> int:
@@ -155,15 +159,18 @@ def count_work(pte: Path, prompt_ids: Sequence[int], steps: int,
     if not calls[PREFILL] or not calls[DECODE]:
         raise WorkError(f"the work probe counted no {PREFILL if not calls[PREFILL] else DECODE} "
                         f"call of {pte.name}")
-    return ProgramWork([int(i) for i in prompt_ids], _method(calls[PREFILL]),
-                       _method(calls[DECODE]))
+    nodes = node_kinds(pte)
+    return ProgramWork([int(i) for i in prompt_ids],
+                       _method(calls[PREFILL], nodes.get(PREFILL, Counter())),
+                       _method(calls[DECODE], nodes.get(DECODE, Counter())))
 
 
-def _method(calls: list[tuple[int, Counter[str]]]) -> MethodWork:
+def _method(calls: list[tuple[int, Counter[str]]], nodes: Counter[str]) -> MethodWork:
     kernels: Counter[str] = Counter()
     for _, per_call in calls:
         kernels.update(per_call)
-    return MethodWork([n for n, _ in calls], dict(kernels.most_common(KERNELS_KEPT)))
+    return MethodWork([n for n, _ in calls], dict(kernels.most_common(KERNELS_KEPT)),
+                      dict(sorted(nodes.items())))
 
 
 _NAMED = re.compile(r"\((\d+)\)(?: (.*))?")

@@ -14,20 +14,22 @@ from pytest_qnn_genai.runtime.work import MethodWork, ProgramWork, read_dump
 IDS = [1, 2, 3]
 
 
-def _program(prefill: int, decode: int, matmul: int = 900) -> ProgramWork:
-    return ProgramWork(IDS, MethodWork([prefill], {"matmul": prefill}),
-                       MethodWork([decode, decode], {"matmul": matmul, "softmax": 100}))
+def _program(prefill: int, decode: int, matmul: int = 900, sigmoids: int = 5) -> ProgramWork:
+    nodes = {"aten_mul_tensor": 20, "aten_sigmoid_default": sigmoids}
+    return ProgramWork(IDS, MethodWork([prefill], {"matmul": prefill}, nodes),
+                       MethodWork([decode, decode], {"matmul": matmul, "softmax": 100}, nodes))
 
 
 def test_one_percent_more_decode_work_fails_naming_the_kernel_that_grew() -> None:
-    a, b = _program(5000, 1000), _program(5000, 1010, matmul=920)
+    a, b = _program(5000, 1000), _program(5000, 1010, matmul=920, sigmoids=10)
     prefill, decode = work.judge("legacy", a, "new", b)
     assert prefill.passed and prefill.row().verdict == "pass"
     assert not decode.passed and decode.ratio == pytest.approx(1000 / 1010)
     row = decode.row()
     assert (row.name, row.verdict, row.value) == ("decode_work_ratio", "fail", 0.990099)
     assert row.context["legacy"] == 1000 and row.context["new"] == 1010
-    assert "FAIL" in str(decode) and "matmul 900 -> 920 (+20)" in str(decode)
+    assert "FAIL: op kinds with more nodes in new: aten_sigmoid_default 5 -> 10; " in str(decode)
+    assert "matmul 900 -> 920 (+20)" in str(decode)
 
 
 def test_equal_or_less_work_passes() -> None:
