@@ -121,7 +121,11 @@ def _control_library(folder: Path) -> Path:
     if not compiler:
         raise WorkError("no C compiler to build the callgrind control library (install gcc)")
     cmd = [compiler, "-O2", "-shared", "-fPIC", "-o", str(out), str(CONTROL_SOURCE)]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    except subprocess.TimeoutExpired:
+        raise WorkError(f"building the callgrind control library timed out: {' '.join(cmd)}") \
+            from None
     if proc.returncode != 0:
         last = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
         raise WorkError(f"building the callgrind control library failed: {last} (valgrind's "
@@ -150,7 +154,7 @@ def count_work(pte: Path, prompt_ids: Sequence[int], steps: int,
             tail = [ln for ln in proc.stderr.strip().splitlines() if not ln.startswith("==")]
             raise WorkError(f"the work probe failed on {pte.name} (exit {proc.returncode}): "
                             f"{(tail or ['(no output)'])[-1]}")
-        calls = {PREFILL: [], DECODE: []}  # type: dict[str, list[tuple[int, Counter[str]]]]
+        calls: dict[str, list[tuple[int, Counter[str]]]] = {PREFILL: [], DECODE: []}
         for dump in sorted(folder.glob("callgrind.*.*"), key=lambda p: int(p.suffix[1:])):
             tag, kernels = read_dump(dump)
             method = tag.partition(":")[0]
