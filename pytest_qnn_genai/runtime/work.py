@@ -34,7 +34,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from pytest_qnn_genai.hybrid import DECODE, PREFILL
-from pytest_qnn_genai.sdk.context_binary import node_kinds
+from pytest_qnn_genai.sdk.context_binary import extract
 
 CONTROL_SOURCE = Path(__file__).with_name("callgrind_control.c")
 WORK_FILE = "work.json"
@@ -42,6 +42,10 @@ WORK_FILE = "work.json"
 COUNTED_OBJECTS = ("libQnnHtp", "libm.so", "libm-")
 # the emulator's worker threads waiting for each other: counts that follow timing, not work
 SYNC = ("continue_execution", "nn_sem_", "sync_bkgrnd_workers", "sched_yield")
+# ExecuTorch names each QNN node after its op and a count (``aten_mul_tensor_51``; mha2sha's
+# per-head copies add ``_h_<i>``, its concats ``_sha_concat``), and the context binary keeps them
+_NODE_NAME = re.compile(rb"aten_[a-z0-9_]+")
+_NODE_KIND = re.compile(r"^(aten_.*?)(?:_\d.*)?$")
 KERNELS_KEPT = 40  # per method: the kernels a judge can name when the work grows
 TIMEOUT_S = 3600  # a 135M prompt pass and a few decode steps take minutes under callgrind
 
@@ -175,6 +179,19 @@ def _method(calls: list[tuple[int, Counter[str]]], nodes: Counter[str]) -> Metho
         kernels.update(per_call)
     return MethodWork([n for n, _ in calls], dict(kernels.most_common(KERNELS_KEPT)),
                       dict(sorted(nodes.items())))
+
+
+def node_kinds(pte: Path) -> dict[str, Counter[str]]:
+    """Per method, the QNN nodes its context binaries name, counted by op kind
+    (``aten_mul_tensor``): the compiled program's op inventory, from the names the binary
+    carries."""
+    out: dict[str, Counter[str]] = {}
+    for blob in extract(pte):
+        kinds = out.setdefault(blob.method, Counter())
+        for name in {n.decode() for n in _NODE_NAME.findall(blob.binary)}:
+            m = _NODE_KIND.match(name)
+            kinds[m.group(1) if m else name] += 1
+    return out
 
 
 _NAMED = re.compile(r"\((\d+)\)(?: (.*))?")

@@ -31,9 +31,7 @@ from __future__ import annotations
 
 import ctypes
 import os
-import re
 import struct
-from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -169,25 +167,6 @@ def extract(pte: Path | bytes) -> list[DelegateBlob]:
                 continue
             processed = program.backend_delegate_data[delegate.processed.index].data
             out.append(DelegateBlob(plan.name, i, strip_protocol(processed)))
-    return out
-
-
-# ExecuTorch names each QNN node after its op and a count (``aten_mul_tensor_51``; mha2sha's
-# per-head copies add ``_h_<i>``, its concats ``_sha_concat``), and the context binary keeps them
-_NODE_NAME = re.compile(rb"aten_[a-z0-9_]+")
-_NODE_KIND = re.compile(r"^(aten_.*?)(?:_\d.*)?$")
-
-
-def node_kinds(pte: Path | bytes) -> dict[str, Counter[str]]:
-    """Per method, the QNN nodes its context binaries name, counted by op kind (``aten_mul_tensor``):
-    the static op inventory of a compiled program, read from the names the binary carries."""
-    out: dict[str, Counter[str]] = {}
-    for blob in extract(pte):
-        names = {n.decode() for n in _NODE_NAME.findall(blob.binary)}
-        kinds = out.setdefault(blob.method, Counter())
-        for name in names:
-            m = _NODE_KIND.match(name)
-            kinds[m.group(1) if m else name] += 1
     return out
 
 
