@@ -30,12 +30,12 @@ if TYPE_CHECKING:
     from pytest_qnn_genai.models.registry import ModelCase
     from pytest_qnn_genai.runtime.work import MethodWork, ProgramWork
 
-DECODE_STEPS = 4  # decode steps counted per program: each step's count differs by a few per mille
+DECODE_STEPS = 4  # decode steps counted per program (after the prompt pass)
 NAMED_KERNELS = 5  # the kernels a failure names
 JUDGES = {False: "B's instructions ≤ A's (counted by callgrind, exact)",
           True: "B's instructions = A's (counted by callgrind, exact; fewer: accept the change)"}
 FLOOR = 1.0  # A's count over B's
-FIGURES = {"prefill_instructions": "prefill_work", "decode_instructions_per_step": "decode_work"}
+FIGURES = {"prefill_instructions": "prefill_work", "decode_instructions": "decode_work"}
 
 
 def workload(case: ModelCase, ptes: Sequence[Path]) -> tuple[list[int], int]:
@@ -79,8 +79,8 @@ class WorkVerdict:
                       None if self.exact else HIGHER,
                       label=f"{name} A/B ({self.b} vs {self.a})",
                       context={self.a: self.a_count, self.b: self.b_count,
-                               "unit": "instructions" + (" per step" if "step" in self.figure
-                                                         else " per prompt pass")})
+                               "unit": "instructions of " + ("the prompt pass" if "prefill" in
+                                                             self.figure else "the decode steps")})
 
     def __str__(self) -> str:
         text = (f"{self.b} vs {self.a} {FIGURES[self.figure]}: A/B = {self.ratio:.4f} "
