@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pytest_qnn_genai.figures import EQUAL, HIGHER, RATIO, Figure
+from pytest_qnn_genai.figures import EQUAL, FAIL, HIGHER, PASS, RATIO, Figure
 
 if TYPE_CHECKING:
     from pytest_qnn_genai.models.registry import ModelCase
@@ -74,7 +74,7 @@ class WorkVerdict:
     def row(self) -> Figure:
         """The run report's row: A/B of the counts, held at or above 1, both counts."""
         name = FIGURES[self.figure]
-        return Figure(f"{name}_ratio", round(self.ratio, 6), "pass" if self.passed else "fail",
+        return Figure(f"{name}_ratio", round(self.ratio, 6), PASS if self.passed else FAIL,
                       JUDGES[self.exact], EQUAL if self.exact else RATIO, FLOOR,
                       None if self.exact else HIGHER,
                       label=f"{name} A/B ({self.b} vs {self.a})",

@@ -21,6 +21,7 @@ call (inputs, cache writes) is not counted: it is the harness's, not the program
 """
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -107,8 +108,10 @@ def valgrind() -> str:
     return found
 
 
+@functools.cache
 def valgrind_version() -> str:
-    """``valgrind --version`` (part of a counted work's key)."""
+    """``valgrind --version`` (part of a counted work's key; asked once per process, not at every
+    lookup of a kept count)."""
     try:
         proc = subprocess.run([valgrind(), "--version"], capture_output=True, text=True,
                               timeout=60)
