@@ -18,6 +18,7 @@ from pytest_qnn_genai.sdk import emulator
 from tests.support import XDIST_ENV
 
 if TYPE_CHECKING:
+    from pytest_qnn_genai.devices.session import DeviceSession
     from pytest_qnn_genai.flows.legacy import LegacyArtifacts
     from pytest_qnn_genai.models.registry import ModelCase
     from pytest_qnn_genai.runners import RunnerBuild
@@ -92,3 +93,20 @@ def x86_runners(qnn_pipeline, qnn_settings) -> RunnerBuild:
     from tests.support.upstream import require_source_tree
 
     return qnn_pipeline.runners(require_source_tree(qnn_settings.executorch_src))
+
+
+@pytest.fixture(scope="module")
+def x86_runner_session(x86_runners: RunnerBuild, emulator_sdk_root: Path,
+                       tmp_path_factory: pytest.TempPathFactory) -> DeviceSession:
+    """Upstream's x86 qnn_llama_runner for SM8650, the way the x86-runner target runs it: through
+    the local transport, on QNN's x86 HTP simulator, in a workspace of the module's own."""
+    from pytest_qnn_genai.devices.local import LocalTransport
+    from pytest_qnn_genai.devices.session import DeviceSession
+    from pytest_qnn_genai.targets import soc
+
+    folder = tmp_path_factory.mktemp("x86-runner")
+    started = DeviceSession.for_runner(LocalTransport(folder / "device"), soc("SM8650"),
+                                       x86_runners.llama_runner, emulator_sdk_root, folder,
+                                       qnn_option="--qnn-sdk")
+    started.start()
+    return started

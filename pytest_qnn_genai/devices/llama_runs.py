@@ -47,7 +47,9 @@ behaves the same), checked here so that a runner that breaks it fails the run, n
   ``get_logits_zero_point``. The generated tokens are the argmax of rows P - 1 on (the runner's
   own greedy choice, first maximum), so they are exact ids, not re-tokenized text; rows 0 .. P - 2
   are the prompt's own (``RunResult.prompt_logits``: perplexity, as llama.py's ``TaskEval``
-  reads the same dump).
+  reads the same dump). A kv-mode program (``--model_mode kv``: ``kv_forward`` alone) runs once,
+  with ``--eval_mode 0``: its prompt goes through ``kv_forward`` a token per call and that run
+  gives the text and the logits.
 
 A runner that ran and failed is reported with its exit code (134 = abort, with its
 ``F ... assert failed`` line) and never re-run.
@@ -104,6 +106,7 @@ class ProgramFacts:
     quant: LogitsQuant
     shared_buffer: bool
     decode_ar: int = 1  # kv_forward's tokens per call (a lookahead build's is > 1)
+    kv_mode: bool = False  # no prefill_forward: the prompt goes through kv_forward (--eval_mode 0)
 
     @classmethod
     def of(cls, pte: Path) -> ProgramFacts:
@@ -112,20 +115,21 @@ class ProgramFacts:
 
         info = inspect_pte(pte)
         c = info.constants
-        missing = [m for m in (PREFILL, DECODE) if m not in info.methods]
-        if missing or "get_max_context_len" not in c or "get_vocab_size" not in c:
-            raise RunnerRequestError(f"{Path(pte).name}: not a hybrid LLM program (methods "
+        if (DECODE not in info.methods or "get_max_context_len" not in c
+                or "get_vocab_size" not in c):
+            raise RunnerRequestError(f"{Path(pte).name}: not a static LLM program (methods "
                                      f"{info.method_names})")
+        prompt_method = info.methods.get(PREFILL, info.methods[DECODE])
         logits = info.methods[DECODE].outputs[0].dtype
         if logits not in ("uint16", "float32"):
             raise RunnerRequestError(f"{Path(pte).name}: logits dtype {logits} is neither uint16 "
                                      "nor float32, the two the runner dumps")
-        return cls(int(c["get_max_context_len"]), info.methods[PREFILL].inputs[0].shape[-1],
+        return cls(int(c["get_max_context_len"]), prompt_method.inputs[0].shape[-1],
                    int(c["get_vocab_size"]),
                    LogitsQuant(float(c.get("get_logits_scale", 1.0)),
                                int(c.get("get_logits_zero_point", 0)), logits),
                    bool(compile_options(pte)["shared_buffer"]),
-                   info.methods[DECODE].inputs[0].shape[-1])
+                   info.methods[DECODE].inputs[0].shape[-1], PREFILL not in info.methods)
 
 
 @dataclass(frozen=True)
@@ -250,7 +254,8 @@ def generate(ws: DeviceWorkspace, runner: Path, pte: Path, pte_digest: str, toke
     echo."""
     facts = facts or ProgramFacts.of(pte)
     p = len(prompt_ids)
-    text_mode = HYBRID_MODE if lookahead is None else LOOKAHEAD_MODE
+    text_mode = (LOOKAHEAD_MODE if lookahead is not None else KV_MODE if facts.kv_mode
+                 else HYBRID_MODE)
     if lookahead is not None and logits:
         raise RunnerRequestError("a lookahead run dumps no logits (only --eval_mode 0 does, and "
                                  "upstream evaluates lookahead builds without them)")
@@ -285,7 +290,8 @@ def generate(ws: DeviceWorkspace, runner: Path, pte: Path, pte_digest: str, toke
         return (check_generation(files, echo, p, max_new_tokens, eos_pieces, serial, overshoot),
                 files)
 
-    hybrid, _ = run(text_mode, "hybrid" if lookahead is None else "lookahead")
+    hybrid, text_files = run(text_mode, {KV_MODE: "kv", HYBRID_MODE: "hybrid",
+                                          LOOKAHEAD_MODE: "lookahead"}[text_mode])
     result = hybrid.result
     result.prompt_tokens = list(prompt_ids)
     extra: dict[str, object] = {"seq_len": seq_len, "shared_buffer": facts.shared_buffer,
@@ -296,8 +302,8 @@ def generate(ws: DeviceWorkspace, runner: Path, pte: Path, pte_digest: str, toke
                               "gcap": lookahead.gcap, "decode_ar": facts.decode_ar}
     eos = [tokenizer.id_of(hybrid.eos_piece)] if hybrid.eos_piece else []
     hybrid_tokens = retokenize(tokenizer, prompt, result.text) + eos
-    if logits:
-        kv, files = run(KV_MODE, "kv")
+    if logits:  # a kv-mode program's text run is the kv-mode run: it dumped its logits
+        kv, files = (hybrid, text_files) if text_mode == KV_MODE else run(KV_MODE, "kv")
         if files.logits_bin is None:
             raise RunnerContractError("the kv-mode run wrote no logits dump")
         raw = read_raw_logits(files.logits_bin, facts.vocab_size, facts.quant.dtype)

@@ -15,7 +15,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pytest_qnn_genai.hybrid import ARTIFACT_KEYS, DECODE, PREFILL
+from pytest_qnn_genai.hybrid import ARTIFACT_KEYS, DECODE, KV_MODE, PREFILL
 
 if TYPE_CHECKING:
     from pytest_qnn_genai.checks.parity import Signature
@@ -66,7 +66,7 @@ def legacy_settings(args: argparse.Namespace, artifact_dir: Path, recipe: str,
     samples = artifact_dir / Path(args.calib_samples[0]).name
     prompts: object = ([m["content"] for s in json.loads(samples.read_text()) for m in s["messages"]]
                      if samples.is_file() else None)
-    return {
+    settings: dict[str, Setting] = {
         "decoder_model": (args.decoder_model, "--decoder_model"),
         "quant_recipe": (recipe, f"SUPPORTED_LLM_MODELS[{args.decoder_model!r}].quant_recipe"),
         "model_mode": (args.model_mode, "--model_mode"),
@@ -80,6 +80,9 @@ def legacy_settings(args: argparse.Namespace, artifact_dir: Path, recipe: str,
         "x86_64": (bool(args.enable_x86_64), "--enable_x86_64"),
         "calibration_prompts": (prompts, f"--calib_samples ({samples.name})"),
     }
+    if args.model_mode == KV_MODE:  # llama.py builds no prefill graph: --prefill_ar_len is unread
+        del settings["prefill_ar_len"]
+    return settings
 
 
 def staged_settings(info: PteInfo, options: dict[str, object],
@@ -89,7 +92,7 @@ def staged_settings(info: PteInfo, options: dict[str, object],
     ``qdq_record`` (the quantize stage's ``qdq.json``: the recipe and calibration it ran)."""
     prefill, decode = info.methods.get(PREFILL), info.methods.get(DECODE)
     decode_ar = decode.inputs[0].shape[-1] if decode is not None else None
-    mode = ("kv" if prefill is None else "hybrid" if decode_ar == 1 else "lookahead"
+    mode = (KV_MODE if prefill is None else "hybrid" if decode_ar == 1 else "lookahead"
             ) if decode is not None else None
     soc_info = options.get("soc_info") or {}
     backend = options.get("backend_options") or {}
@@ -98,7 +101,7 @@ def staged_settings(info: PteInfo, options: dict[str, object],
     assert isinstance(soc_info, dict) and isinstance(backend, dict)
     assert isinstance(recipe, dict) and isinstance(calibration, dict)
     const = info.constants
-    return {
+    settings: dict[str, Setting] = {
         "decoder_model": (qdq_record.get("decoder_model"), "qdq.json decoder_model"),
         "quant_recipe": (recipe.get("class"), "qdq.json recipe.class"),
         "model_mode": (mode, f".pte methods {sorted(m for m in (PREFILL, DECODE) if m in info.methods)}"
@@ -116,6 +119,9 @@ def staged_settings(info: PteInfo, options: dict[str, object],
                    "--enable_x86_64)"),
         "calibration_prompts": (calibration.get("prompts"), "qdq.json calibration.prompts"),
     }
+    if mode == KV_MODE:  # no prefill graph to read a length from
+        del settings["prefill_ar_len"]
+    return settings
 
 
 def agreement_of(staged: dict[str, Setting], legacy: dict[str, Setting],

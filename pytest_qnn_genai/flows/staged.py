@@ -24,7 +24,7 @@ class StagedFlow(Flow):
         from pytest_qnn_genai.stages.compile import compile_spec_data
 
         return {"soc": target.soc.name, "backend": target.backend,
-                "spec": compile_spec_data(target)}
+                "spec": compile_spec_data(target, case.lowered_graphs)}
 
     def build(self, request: BuildRequest, out: Path) -> None:
         """Lowered in a process of its own (:mod:`pytest_qnn_genai.stages.compile_alone`): in a

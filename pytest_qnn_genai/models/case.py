@@ -46,6 +46,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pytest_qnn_genai.files import file_sha256
+from pytest_qnn_genai.hybrid import KV_MODE, lowered_graphs
 from pytest_qnn_genai.models import sources
 from pytest_qnn_genai.models import spec as gate_spec
 
@@ -72,7 +73,7 @@ VARIANT_FIELDS = ("prefill_ar_len", "max_seq_len", "max_context_len", "kv_io_bit
 JUDGE_FIELDS = ("gate", "tier")
 TIERS = ("default", "nightly")  # which runs select a case when --models names none
 KV_IO_BIT_WIDTHS = (8, 16)
-MODEL_MODES = {"kv": 0, "hybrid": 1, "lookahead": 2}
+MODEL_MODES = {KV_MODE: 0, "hybrid": 1, "lookahead": 2}
 LOOKAHEAD = "lookahead"
 LOOKAHEAD_MINIMA = {"window": 1, "ngram": 2, "gcap": 1}
 FLOW_VARIANTS = ("legacy", "new")
@@ -235,6 +236,11 @@ class ModelCase:
     def lookahead(self) -> tuple[int, int, int] | None:
         """``(window, ngram, gcap)`` of a lookahead build (the runner's flags), else None."""
         return (self.window, self.ngram, self.gcap) if self.is_lookahead else None
+
+    @property
+    def lowered_graphs(self) -> tuple[str, ...]:
+        """The graphs this build lowers: the decode graph alone in kv mode, else both."""
+        return lowered_graphs(self.model_mode)
 
     @property
     def decode_ar_len(self) -> int:

@@ -1,10 +1,11 @@
-"""A Python driver for hybrid LLM .pte files, mirroring ExecuTorch's C++ ``qnn_llama_runner``.
+"""A Python driver for static LLM .pte files, mirroring ExecuTorch's C++ ``qnn_llama_runner``.
 
 It reproduces the runner's smart-mask mode (``runner/{prompt_processor,token_generator,
 kv_manager}.cpp``): the prompt goes through ``prefill_forward`` (AR-N) in chunks of N tokens, then
-``kv_forward`` (AR-1) generates one token per call. Every shape and constant is read from the
-program (constant methods and IO tensor metadata), so any compatible .pte runs, including the one
-the legacy ``llama.py`` flow writes.
+``kv_forward`` (AR-1) generates one token per call. A kv-mode program (no ``prefill_forward``)
+takes its prompt through ``kv_forward`` one token per call, as the runner's ``--eval_mode 0``.
+Every shape and constant is read from the program (constant methods and IO tensor metadata), so
+any compatible .pte runs, including the one the legacy ``llama.py`` flow writes.
 
 Inputs, in order: tokens, attention mask, positions, every K cache, every V cache. The mask row has
 ``ctx`` columns: ``[0, ctx - ar)`` are cache slots indexed by absolute position, the last ``ar``
@@ -111,7 +112,8 @@ def read_method_io(program: Program, name: str, ctx: int, vocab: int) -> MethodI
 
 
 class HybridRunner:
-    """Greedy generation with a hybrid (prefill AR-N + decode AR-1) .pte on the host runtime.
+    """Greedy generation with a hybrid (prefill AR-N + decode AR-1) or kv-mode (decode AR-1
+    alone) .pte on the host runtime.
 
     Loaded programs are shared per content and kept for the life of the process (``programs``);
     ``load_s`` is the time the first load of the file took.
@@ -134,22 +136,28 @@ class HybridRunner:
         self.eos_ids = frozenset(int(e) for e in (eos if isinstance(eos, list) else [eos]))
         self.logits_scale = float(c["get_logits_scale"])
         self.logits_zero_point = int(c["get_logits_zero_point"])
-        self.prefill = read_method_io(self._program, PREFILL, self.context_len,
-                                      self.vocab_size)
         self.decode = read_method_io(self._program, DECODE, self.context_len,
                                      self.vocab_size)
+        self.prefill = (read_method_io(self._program, PREFILL, self.context_len, self.vocab_size)
+                        if PREFILL in self._program.method_names else self.decode)
         if self.decode.ar_len != 1:
             raise HybridRunnerError(f"{DECODE} has AR {self.decode.ar_len}; only AR-1 "
                                     "decoding (the runner's hybrid mode) is supported")
         if (self.prefill.k_shapes[0][:-1], self.prefill.kv_dtype) != (
                 self.decode.k_shapes[0][:-1], self.decode.kv_dtype):
             raise HybridRunnerError("prefill and decode caches differ in layout or dtype")
-        entry, _ = programs.load(self.pte_path, (self.prefill.name, self.decode.name))
+        entry, _ = programs.load(self.pte_path, tuple(dict.fromkeys((self.prefill.name,
+                                                                     self.decode.name))))
         self._methods = entry.methods
         self.load_s = entry.program_s + entry.methods_s
         self._base_masks = {io.name: self._causal_mask(io) for io in (self.prefill, self.decode)}
         self._k: list[torch.Tensor] = []
         self._v: list[torch.Tensor] = []
+
+    @property
+    def is_kv_mode(self) -> bool:
+        """Whether the prompt goes through the decode graph (a kv-mode program)."""
+        return self.prefill is self.decode
 
     @property
     def prefill_ar_len(self) -> int:
@@ -158,7 +166,7 @@ class HybridRunner:
     @property
     def max_prompt_len(self) -> int:
         """Longest prompt the prompt processor accepts (``ctx - prefill AR``, as the C++ runner's
-        hybrid prompt processor; the runner never reads ``get_max_seq_len``)."""
+        prompt processor; kv mode: ``ctx - 1``; the runner never reads ``get_max_seq_len``)."""
         return self.context_len - self.prefill.ar_len
 
     def _causal_mask(self, io: MethodIO) -> torch.Tensor:

@@ -171,7 +171,7 @@ def count_work(pte: Path, prompt_ids: Sequence[int], steps: int,
                         f"call of {pte.name}")
     nodes = node_kinds(pte)
     return ProgramWork([int(i) for i in prompt_ids],
-                       _method(calls[PREFILL], nodes.get(PREFILL, Counter())),
+                       _method(calls[PREFILL], nodes.get(PREFILL, nodes.get(DECODE, Counter()))),
                        _method(calls[DECODE], nodes.get(DECODE, Counter())))
 
 

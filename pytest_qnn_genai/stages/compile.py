@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, TypedDict
 
-from pytest_qnn_genai.hybrid import LOWERED_GRAPHS, TEXT_DECODER
+from pytest_qnn_genai.hybrid import KV_MODE, LOWERED_GRAPHS, PREFILL, TEXT_DECODER
 from pytest_qnn_genai.sdk import require_active
 from pytest_qnn_genai.stages.qnn_refusal import lowering
 from pytest_qnn_genai.stages.quantize import (
@@ -152,9 +152,15 @@ def _passes(qdq: QdqArtifacts, graph: str) -> tuple[Upstream, Upstream]:
     return passes_job, manager.get_passes_dependency_for_capture_program()
 
 
+def lowered_names(qdq: QdqArtifacts) -> tuple[str, ...]:
+    """The graphs of ``qdq`` a program lowers, in executorch's order (kv mode: decode alone)."""
+    return tuple(n for n in LOWERED_GRAPHS if n in qdq.data["graphs"])
+
+
 def pte_filename(qdq: QdqArtifacts) -> str:
-    """The legacy file name, e.g. ``stories260k_hybrid_llama_qnn.pte``."""
-    return f"{qdq.data['decoder_model']}_hybrid_llama_qnn.pte"
+    """The legacy file name, e.g. ``stories260k_hybrid_llama_qnn.pte`` (kv mode: ``_kv_``)."""
+    mode = "hybrid" if PREFILL in qdq.data["graphs"] else KV_MODE
+    return f"{qdq.data['decoder_model']}_{mode}_llama_qnn.pte"
 
 
 @dataclass
@@ -182,11 +188,12 @@ class PteArtifacts:
 
 
 def compile_pte(qdq: QdqArtifacts, target: Target, out_dir: Path) -> PteArtifacts:
-    """Lower ``qdq``'s prefill and decode graphs for ``target`` into one hybrid ``.pte``.
+    """Lower ``qdq``'s prefill and decode graphs (kv mode: its decode graph) for ``target`` into
+    one ``.pte``.
 
     Needs an active QNN SDK (:func:`pytest_qnn_genai.sdk.activate`).
     """
-    spec = compile_spec_data(target)
+    spec = compile_spec_data(target, lowered_names(qdq))
     if (qdq.data["soc"], qdq.data["backend"]) != (target.soc.name, target.backend):
         raise ValueError(f"{qdq.out_dir} was quantized for {qdq.data['soc']}/{qdq.data['backend']}"
                          f", not {target.soc.name}/{target.backend}: quantize for this target")

@@ -6,7 +6,8 @@ permuted for half-split RoPE where the model config says ``transform_weight``, m
 where it says ``masked_softmax`` and the QNN SDK is 2.35 or newer, attention/feed-forward/linear
 layers rewritten as 1x1 convs), once per graph:
 
-- ``prefill_forward``: AR = ``case.prefill_ar_len``, a KV cache of ``max_context_len - AR`` slots;
+- ``prefill_forward``: AR = ``case.prefill_ar_len``, a KV cache of ``max_context_len - AR`` slots
+  (not in kv mode: llama.py builds no prefill graph there, the prompt goes through ``kv_forward``);
 - ``kv_forward``: AR = 1 (the decode graph), or in lookahead mode
   :attr:`~pytest_qnn_genai.models.case.ModelCase.decode_ar_len` (llama.py's
   next_power_of_two((window + gcap) * (ngram - 1))): the same model, only the decode graph's AR
@@ -51,12 +52,12 @@ UNBUILT_CONFIG = (
 )
 
 
-BUILT_MODES = ("hybrid", "lookahead")  # llama.py's kv mode (one AR-1 graph) is not built
+BUILT_MODES = ("kv", "hybrid", "lookahead")  # every --model_mode llama.py builds
 
 
 def check_case(case: ModelCase) -> None:
     """Refuse cases whose legacy config needs more than this flow does (plain LlamaModel,
-    hybrid or lookahead mode, one shard, no SpinQuant R1/R2, no partial rotary with transformed
+    kv, hybrid or lookahead mode, one shard, no SpinQuant R1/R2, no partial rotary with transformed
     weights): one line naming each feature."""
     llama_pkg = llama_example.package()
     config = llama_pkg.SUPPORTED_LLM_MODELS.get(case.decoder_model)
@@ -70,8 +71,7 @@ def check_case(case: ModelCase) -> None:
         if config.transform_weight and case.params_dict.get("partial_rotary_factor", 1.0) != 1.0:
             problems.append("transform_weight with partial_rotary_factor < 1")
     if case.model_mode not in BUILT_MODES:
-        problems.append(f"model_mode {case.model_mode!r} (it builds {' and '.join(BUILT_MODES)}: "
-                        "prefill + decode graphs)")
+        problems.append(f"model_mode {case.model_mode!r} (it builds {', '.join(BUILT_MODES)})")
     if problems:
         raise UnsupportedCaseError(f"{case.name}: the staged flow does not support "
                                    f"{', '.join(problems)}")
@@ -210,7 +210,7 @@ def prepare(case: ModelCase) -> PreparedModel:
         state_dict = layouts.transform_weight(state_dict, params)
     graphs, examples, graph_meta, cal_mask = {}, {}, {}, None
     torch.manual_seed(0)  # get_example_inputs draws random tokens; keep them reproducible
-    for name in (DECODE, PREFILL, CALIBRATION):
+    for name in (*case.lowered_graphs, CALIBRATION):  # llama.py's order: decode, prefill, calibration
         model: Upstream = _build_graph(case, name, state_dict)  # a static_llama.LlamaModel
         example = model.get_example_inputs()
         graphs[name], examples[name] = model, flat_inputs(example)

@@ -236,13 +236,14 @@ def quantize(prepared: PreparedModel, soc: SocSpec, out_dir: Path,
     batches = prepared.calibration_batches(case.calibration_prompts)
     converted = {name: _quantize_graph(prepared, name, soc, backend,
                                        batches if name == CALIBRATION else None)
-                 for name in (CALIBRATION, DECODE, PREFILL)}
+                 for name in (CALIBRATION, *case.lowered_graphs)}
     n_layers = prepared.metadata["get_n_layers"]
     _encoding_override(converted[CALIBRATION], converted[DECODE], n_layers, case.decoder_model)
     metadata = dict(prepared.metadata)
     metadata.update(_io_quant_attrs(DecoderView(prepared.graph_metadata[DECODE],
                                                 case.decoder_model, converted[DECODE])))
-    _encoding_override(converted[DECODE], converted[PREFILL], n_layers, case.decoder_model)
+    if PREFILL in converted:  # hybrid and lookahead: the prefill graph takes decode's encodings
+        _encoding_override(converted[DECODE], converted[PREFILL], n_layers, case.decoder_model)
 
     graphs: dict[str, GraphRecord] = {}
     for name, gm in converted.items():

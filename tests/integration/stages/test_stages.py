@@ -297,8 +297,9 @@ def test_prepare_refuses_what_it_does_not_implement(case: ModelCase) -> None:
 
     check_case(case)
     check_case(case.variant("lookahead"))  # built: the decode graph at lookahead's length
-    with pytest.raises(UnsupportedCaseError, match="model_mode 'kv'"):
-        check_case(dataclasses.replace(case, model_mode="kv"))
+    check_case(case.variant("kv"))  # built: the decode graph alone
+    with pytest.raises(UnsupportedCaseError, match="model_mode 'spec'"):
+        check_case(dataclasses.replace(case, model_mode="spec"))
     with pytest.raises(UnsupportedCaseError,
                        match=r"a LlamaModel variant architecture \(MultiScopeAwareLlamaModel\)"):
         check_case(dataclasses.replace(case, decoder_model="gemma3-1b"))
