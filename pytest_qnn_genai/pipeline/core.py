@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from pytest_qnn_genai.checks.encodings import GraphEncodings
     from pytest_qnn_genai.devices.session import DeviceSession, DeviceSessions
     from pytest_qnn_genai.flows.legacy import LegacyArtifacts
+    from pytest_qnn_genai.flows.llama_eval import UpstreamSqnr
     from pytest_qnn_genai.runners import RunnerBuild
     from pytest_qnn_genai.runtime.work import ProgramWork
     from pytest_qnn_genai.stages.compile import PteArtifacts
@@ -336,6 +337,18 @@ class Pipeline(References):
         if run.prompt_logits is None or run.logits is None:
             raise RuntimeError(f"{target.id}: the run gave no prompt logits")
         return np.concatenate([run.prompt_logits, run.logits[:1]])
+
+    def upstream_sqnr(self, case: ModelCase, target: Target, pte: Path,
+                      qdq_graph: Path | None) -> UpstreamSqnr:
+        """llama.py's own ``sqnr_eval`` of ``pte`` (an emulator build of ``case``) run by the
+        x86-runner ``target``'s runner, as upstream's CI runs it (``--enable_x86_64``): a kept
+        product (:func:`.outputs.upstream_sqnr`)."""
+        device = self._device(target)
+        if device is None or not target.is_x86_runner:
+            raise RuntimeError(f"{target.id}: llama.py's sqnr_eval runs upstream's x86 runner "
+                               "(the x86-runner target)")
+        return outputs.upstream_sqnr(self, case, self.build_target(target), pte, qdq_graph,
+                                     [device.runner, *device.libs])
 
     def program_work(self, case: ModelCase, target: Target, pte: Path, ids: Sequence[int],
                      steps: int) -> ProgramWork:

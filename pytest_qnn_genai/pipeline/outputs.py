@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
     from pytest_qnn_genai.cache import CacheEntry
+    from pytest_qnn_genai.flows.llama_eval import UpstreamSqnr
     from pytest_qnn_genai.models.registry import ModelCase
     from pytest_qnn_genai.targets import Target
 
@@ -177,3 +178,22 @@ def program_work(pipeline: Entries, target: Target, pte: Path, ids: Sequence[int
 
     entry = pipeline.entry(products.TARGET_WORK, inputs, build, label=label)
     return ProgramWork.load(entry.path)
+
+
+def upstream_sqnr(pipeline: Entries, case: ModelCase, target: Target, pte: Path,
+                  qdq_graph: Path | None, runtime: Sequence[Path]) -> UpstreamSqnr:
+    """llama.py's own ``sqnr_eval`` of ``pte`` on ``case``'s prompt
+    (:mod:`pytest_qnn_genai.flows.llama_eval`), run once per program, QDQ graph, case and
+    ``runtime`` (upstream's x86 runner first, then the libraries it loads, by content)
+    (:data:`products.UPSTREAM_SQNR`)."""
+    from pytest_qnn_genai.flows.llama_eval import UpstreamSqnr, sqnr_eval
+
+    inputs: dict[str, object] = {
+        "program": file_digest(pte), "qdq": file_digest(qdq_graph) if qdq_graph else None,
+        "case": case.build_fingerprint(), "prompt": case.eval_prompt,
+        "runtime": {Path(f).name: file_digest(Path(f)) for f in runtime}, "target": target.id}
+    entry = pipeline.entry(
+        products.UPSTREAM_SQNR, inputs,
+        lambda out: sqnr_eval(case, target, pte, qdq_graph, Path(runtime[0]), out),
+        label=case.name)
+    return UpstreamSqnr.load(entry.path)

@@ -279,6 +279,7 @@ TARGET_RUN = "target-run"  # a program's judged generation on the emulator (pipe
 TARGET_LOGITS = "target-logits"  # a program's logits of a token sequence on the emulator
 RUNNER_RUN = "runner-run"  # a program's judged run on upstream's x86 runner (pipeline/outputs.py)
 TARGET_WORK = "target-work"  # a program's counted work on the emulator (runtime/work.py)
+UPSTREAM_SQNR = "upstream-sqnr"  # llama.py's sqnr_eval of a program (flows/llama_eval.py)
 # the token sets of the logits products: the fp32 continuation of the eval prompt, or every
 # held-out window (:func:`pytest_qnn_genai.checks.perplexity.heldout_documents`)
 EVAL = ""
@@ -335,6 +336,7 @@ def _builtin() -> dict[str, Product]:
         Product(TARGET_WORK, Per.CASE_TARGET, "",
                 ("pytest_qnn_genai.runtime.work", "pytest_qnn_genai.runtime.work_probe",
                  "pytest_qnn_genai.runtime.host_runner")),
+        Product(UPSTREAM_SQNR, Per.CASE_TARGET, "", ("pytest_qnn_genai.flows.llama_eval",)),
         Product(QDQ_ENCODINGS, Per.CASE_TARGET, _MAKERS + "qdq_encodings",
                 ("pytest_qnn_genai.checks.encodings",),
                 built_from=lambda need: (need.on(product=need.arg, arg=""),)),
