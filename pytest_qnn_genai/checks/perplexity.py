@@ -107,13 +107,13 @@ def heldout_documents(case: ModelCase) -> list[Document]:
     """The held-out documents (:func:`~pytest_qnn_genai.models.heldout.documents_of`: the
     project's stories, or the case's own text) as ``case``'s runner
     encodes them, in windows no longer than its prompt processor takes (``max_context_len -
-    prefill_ar_len``): one window is one prompt pass on the target."""
+    prompt_ar_len``): one window is one prompt pass on the target."""
     from pytest_qnn_genai.models import heldout
     from pytest_qnn_genai.runtime.tokenizer import encode, load_tokenizer
 
     tokenizer = load_tokenizer(case.path("tokenizer_model"))
     return documents(heldout.documents_of(case), lambda text: encode(tokenizer, text),
-                     case.max_context_len - case.prefill_ar_len)
+                     case.max_context_len - case.prompt_ar_len)
 
 
 def all_windows(docs: Sequence[Document]) -> list[Window]:

@@ -243,6 +243,12 @@ class ModelCase:
         return lowered_graphs(self.model_mode)
 
     @property
+    def prompt_ar_len(self) -> int:
+        """Tokens per call of the prompt pass: ``prefill_ar_len``, or 1 in kv mode (the prompt
+        goes through the decode graph); a prompt may hold ``max_context_len`` less this."""
+        return 1 if self.model_mode == KV_MODE else self.prefill_ar_len
+
+    @property
     def decode_ar_len(self) -> int:
         """Tokens per call of the decode graph (``kv_forward``): 1, or in lookahead mode the
         next power of two of ``(window + gcap) * (ngram - 1)``, as llama.py rounds it."""

@@ -151,7 +151,7 @@ def runner_workload(workload: Workload, tokenizer_model: Path | str,
     from pytest_qnn_genai.runtime.tokenizer import encode, load_tokenizer
 
     n = workload.max_new_tokens
-    limit = min(min(b.max_context_len - b.prefill_ar_len,
+    limit = min(min(b.max_context_len - b.prompt_ar_len,
                     b.max_context_len - b.decode_ar_len - n + 2 if b.is_lookahead
                     else b.max_context_len - n) for b in builds)
     if limit < 1:

@@ -78,6 +78,20 @@ def test_hybrid_then_kv_run_with_upstreams_flags(phone_run, fake_device) -> None
     assert result.prompt_tokens == PROMPT_IDS and "argmax" in result.extra["tokens_source"]
 
 
+def test_a_kv_mode_program_runs_once_in_kv_mode(phone_run, fake_device) -> None:
+    """A kv-mode program (``kv_forward`` alone): one ``--eval_mode 0`` run gives text and logits,
+    as upstream's runner takes the prompt through ``kv_forward`` too."""
+    kv_program = facts()
+    kv_program = ProgramFacts(kv_program.context_len, 1, kv_program.vocab_size, kv_program.quant,
+                              kv_program.shared_buffer, kv_mode=True)
+    result = phone_run(program=kv_program)
+    (call,) = _runner_calls(fake_device)
+    assert call[call.index("--eval_mode") + 1] == "0" and "--dump_logits_path" in call
+    want = [3 + p % 61 for p in range(P - 1, P - 1 + N)]
+    assert result.tokens == want and [int(t) for t in np.argmax(result.logits, axis=1)] == want
+    assert result.text == _toy_text(want) and result.extra["eval_mode"] == 0
+
+
 def test_shared_buffer_only_when_compiled_with_it(phone_run, fake_device) -> None:
     phone_run(program=facts(shared_buffer=False), logits=False)
     (call,) = _runner_calls(fake_device)

@@ -36,6 +36,16 @@ def test_every_default_case_commits_the_ar8_and_kv16_pairs() -> None:
     assert ctx.max_context_len == 160 > ctx.max_seq_len == 128
 
 
+def test_every_default_case_commits_a_kv_mode_variant() -> None:
+    for case in (c for c in available().values() if c.tier == "default"):
+        kv = case.variant("kv")
+        assert (kv.model_mode, kv.lowered_graphs, kv.prompt_ar_len) == ("kv", ("kv_forward",), 1)
+        assert case.lowered_graphs == ("kv_forward", "prefill_forward")
+        assert case.prompt_ar_len == case.prefill_ar_len
+    job = available()["smollm2_135m"].variant("upstream-ci")  # upstream's CI job's shape
+    assert (job.model_mode, job.max_seq_len, job.max_context_len) == ("kv", 1024, 1024)
+
+
 @pytest.mark.parametrize("variants,needle", [
     ({"ar8": {"quant_recipe": "8a8w"}}, "got quant_recipe"),
     ({"legacy": {"prefill_ar_len": 8}}, "must be a new name"),

@@ -45,9 +45,9 @@ def test_a_moved_table_or_a_damaged_counterpart_is_one_line(tmp_path: Path) -> N
     assert counterpart(tmp_path / "elsewhere") is None
 
 
-def _record(kind: str, model: str, **values: float | int) -> Record:
+def _record(kind: str, model: str, verdict: str = figures.PASS, **values: float | int) -> Record:
     return Record(kind, model, "SM8650-htp-emulator", "SM8650", "htp", "x86-emulator",
-                  [figures.Figure(name, value, figures.PASS, judge="x") for name, value in
+                  [figures.Figure(name, value, verdict, judge="x") for name, value in
                    values.items()])
 
 
@@ -61,9 +61,13 @@ def test_the_report_sets_the_run_beside_upstream_as_info() -> None:
     assert section.title == ("smollm2_135m · SM8650-htp-emulator beside upstream's "
                              "LlmSpecs['smollm2_135m']")
     md = render_summary(run)
-    assert "| .pte bytes | 150000000 | ≤ 210000000 | info |" in md
+    assert ("| .pte bytes | the case's own build (hybrid: two graphs, no weight sharing on x86; "
+            "upstream does not assert a hybrid x86 build's size) | 150000000 | ≤ 210000000 | "
+            "info |") in md
     # to the report's four significant digits, as every other figure of it
-    assert "| decode tok/s (upstream: on a phone of the SoC) | 0.2921 | ≥ 214 | info |" in md
+    assert ("| decode tok/s (upstream: on a phone of the SoC) | the case's own build on this "
+            "target | 0.2921 | ≥ 214 | info |") in md
+    assert upstream.UPSTREAM_CI not in md  # upstream's job did not run: no rows of it
     assert "upstream's entry: " + str(delegate_tests_file()) in md
     assert "weights: the Q4_1 GGUF" in md  # what differs, from the case's upstream.json
 
@@ -78,3 +82,15 @@ def test_an_unreadable_upstream_says_so_in_the_report(monkeypatch: pytest.Monkey
     cases = {"smollm2_135m": SimpleNamespace(folder=registry.available()["smollm2_135m"].folder)}
     [section] = upstream.sections(run, cases)
     assert "no table of LlmSpecs" in str(section.blocks[0])
+
+
+def test_upstreams_ci_job_rows_carry_their_verdicts() -> None:
+    run = ResultsFile(Header("2026-12-05T01:00:00+00:00", ["SM8650"], "htp", [], {}), [
+        _record("gate", "smollm2_135m", upstream_ci_pte_bytes=190_000_000),
+        _record("gate", "smollm2_135m", figures.FAIL, upstream_ci_sqnr_db=18.5),
+        _record("gate", "smollm2_135m", pte_bytes=393_133_568)])
+    md = render_summary(run)
+    job = upstream.UPSTREAM_CI
+    assert f"| .pte bytes | {job} | 190000000 | ≤ 210000000 | pass |" in md
+    assert f"| logits SQNR dB vs fp32 (the prompt's rows) | {job} | 18.5 | ≥ 19 | fail |" in md
+    assert "393133568 | ≤ 210000000 | info |" in md  # the hybrid build: not upstream's job
