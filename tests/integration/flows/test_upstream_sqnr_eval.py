@@ -50,12 +50,15 @@ def test_llama_py_evaluates_the_prompt_as_the_harness_reads_it(qnn_pipeline, mea
 def test_the_harness_sqnr_is_llama_pys(measured) -> None:
     case, upstream, rows = measured
     assert upstream.qdq_vs_qnn is not None and upstream.fp32_vs_qdq is not None
-    checks = [held_to_upstream("fp32_vs_qnn", "FP32 vs QNN, prompt rows", upstream.fp32_vs_qnn,
-                               numerics.sqnr_db(rows["fp32"], rows["target"])),
-              held_to_upstream("qdq_vs_qnn", "CPU QDQ vs QNN, prompt rows", upstream.qdq_vs_qnn,
-                               numerics.sqnr_db(rows["qdq"], rows["target"])),
+    checks = [held_to_upstream("fp32_vs_qnn", "FP32 vs QNN, prompt rows",
+                               upstream=upstream.fp32_vs_qnn,
+                               harness=numerics.sqnr_db(rows["fp32"], rows["target"])),
+              held_to_upstream("qdq_vs_qnn", "CPU QDQ vs QNN, prompt rows",
+                               upstream=upstream.qdq_vs_qnn,
+                               harness=numerics.sqnr_db(rows["qdq"], rows["target"])),
               held_to_upstream("fp32_vs_qdq", "FP32 vs CPU QDQ, prompt rows",
-                               upstream.fp32_vs_qdq, numerics.sqnr_db(rows["fp32"], rows["qdq"]))]
+                               upstream=upstream.fp32_vs_qdq,
+                               harness=numerics.sqnr_db(rows["fp32"], rows["qdq"]))]
     print(case.name, [(c.check, c.legacy, c.new) for c in checks])
     assert all(c.ok for c in checks), [c.detail for c in checks if not c.ok]
 
@@ -66,6 +69,7 @@ def test_a_harness_off_by_a_row_or_graph_fails(measured) -> None:
     wrong = {"rows one position off": numerics.sqnr_db(rows["fp32"], shifted),
              "QDQ graph as the fp32 reference": numerics.sqnr_db(rows["qdq"], rows["target"])}
     for what, figure in wrong.items():
-        check = held_to_upstream("fp32_vs_qnn", what, upstream.fp32_vs_qnn, figure)
+        check = held_to_upstream("fp32_vs_qnn", what, upstream=upstream.fp32_vs_qnn,
+                                 harness=figure)
         assert not check.ok, what
         assert f"{figure:.4f}" in check.detail and f"{upstream.fp32_vs_qnn:.4f}" in check.detail

@@ -33,10 +33,11 @@ def test_each_fault_fails_naming_the_figure() -> None:
     assert not ok and "18.99 is not ≥ 19" in detail
     ok, detail = _verdicts(spec_sqnr_db=None)["upstream_ci_sqnr_db"]
     assert not ok and f"upstream's LlmSpecs ({SOURCE}) sets no sqnr" in detail
-    ok, detail = _verdicts(harness_sqnr_db=19.51)["upstream_ci_harness_sqnr_db"]
-    assert not ok and "19.5100" in detail and "19.5000" in detail
+    ok, detail = _verdicts(harness_sqnr_db=19.56)["upstream_ci_harness_sqnr_db"]
+    assert not ok and "19.5600" in detail and "19.5000" in detail
 
 
 def test_the_harness_is_held_to_the_printed_digits() -> None:
-    assert held_to_upstream("x", "x", 21.3129, 21.3129 + 0.0049).ok
-    assert not held_to_upstream("x", "x", 21.3129, 21.3129 + 0.0051).ok
+    assert held_to_upstream("x", "x", harness=21.3129 + 0.049, upstream=21.3129).ok
+    check = held_to_upstream("x", "x", harness=21.3129 + 0.051, upstream=21.3129)
+    assert not check.ok and "the harness measures 21.3639 dB" in check.detail
