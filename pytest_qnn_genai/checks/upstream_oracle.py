@@ -6,16 +6,17 @@ logged for the same rows (the prompt's, the same ids) to :data:`DIGITS` decimals
 disagreement fails naming both. The hazard it guards: a harness that slices rows, takes another
 reference graph or computes SQNR otherwise would put a figure beside upstream's floor while
 measuring something else (such faults move it by whole dB), and no floor of its own would
-notice. Why one decimal, not the report's two: llama.py's own figure does not repeat to the
-second at 135M (the docs' measurements page, "Upstream's CI job at 135M"), while the toys agree
-to the fourth.
+notice. Why one decimal, not the report's two: at 135M the fp32 logits of llama.py's process
+and of the harness's differ at the third decimal of the SQNR with how each process set up its
+threads (the docs' measurements page, "Upstream's CI job at 135M"), while the toys agree to the
+fourth.
 """
 from __future__ import annotations
 
 from pytest_qnn_genai import figures
 from pytest_qnn_genai.checks.parity import Check
 
-DIGITS = 1  # what llama.py's own figure repeats to at 135M (module docstring)
+DIGITS = 1  # where two processes' fp32 logits agree at 135M (module docstring)
 
 
 def held_to_upstream(name: str, what: str, *, harness: float, upstream: float) -> Check:
