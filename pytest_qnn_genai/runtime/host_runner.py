@@ -155,11 +155,6 @@ class HybridRunner:
         self._v: list[torch.Tensor] = []
 
     @property
-    def is_kv_mode(self) -> bool:
-        """Whether the prompt goes through the decode graph (a kv-mode program)."""
-        return self.prefill is self.decode
-
-    @property
     def prefill_ar_len(self) -> int:
         return self.prefill.ar_len
 
