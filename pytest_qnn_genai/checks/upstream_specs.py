@@ -18,8 +18,14 @@ import importlib.util
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pytest_qnn_genai.models.registry import ModelCase
+    from pytest_qnn_genai.targets import Target
 
 COUNTERPART_FILE = "upstream.json"  # in a case folder: {"llm_specs": NAME, "differs": [...]}
+UPSTREAM_CI = "upstream-ci"  # the variant that is upstream's CI job for a case's weights
 DELEGATE_TESTS = Path("backends", "qualcomm", "tests", "test_qnn_delegate.py")
 SPECS_CLASS = "LlmSpecs"
 
@@ -105,3 +111,9 @@ def counterpart(case_folder: Path) -> Counterpart | None:
     if not isinstance(differs, list) or not all(isinstance(d, str) for d in differs):
         raise UpstreamSpecsError(f"{path}: 'differs' must be a list of sentences")
     return Counterpart(name, tuple(differs))
+
+
+def runs_upstream_ci(case: ModelCase, target: Target) -> bool:
+    """Whether upstream's CI job exists for ``case`` on ``target``: the case declares an
+    :data:`UPSTREAM_CI` variant and the target is upstream's x86 runner (``--enable_x86_64``)."""
+    return UPSTREAM_CI in case.variants and target.is_x86_runner

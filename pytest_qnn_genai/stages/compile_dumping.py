@@ -8,8 +8,8 @@ every output tensor of the QNN graph, raw (quantized), named after the edge node
 (``aten_rms_norm_default_3``), into ETDump's debug buffer
 (:mod:`pytest_qnn_genai.runtime.intermediates`). Hazard: it is a debugging build, compiled apart
 from the shipped one; what it says holds for the shipped program only as far as its outputs are
-the shipped program's, which the caller checks (:func:`~pytest_qnn_genai.checks.layer_gap.
-localize` compares their logits).
+the shipped program's, which the caller checks (``scripts/layer_gap.py`` holds the dumping
+build's logits to the shipped program's at every call).
 """
 from __future__ import annotations
 

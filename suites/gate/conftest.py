@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import pytest
 
+from pytest_qnn_genai.checks.upstream_specs import runs_upstream_ci
 from pytest_qnn_genai.pipeline import products
 from pytest_qnn_genai.pipeline.products import needs
 from pytest_qnn_genai.stages.reference import Reference
@@ -27,3 +28,18 @@ def qdq_on_fp32_tokens(qnn_pipeline, qnn_case, qnn_target, fp32_reference):
 def qdq_on_run_tokens(qnn_pipeline, qnn_case, qnn_target, qnn_run):
     """QDQ logits, teacher-forced on the tokens the target generated."""
     return qnn_pipeline.qdq_logits(qnn_case, qnn_target, qnn_run.prompt_tokens, qnn_run.tokens)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Deselect the items of upstream's CI job where it does not exist
+    (:func:`~pytest_qnn_genai.checks.upstream_specs.runs_upstream_ci`): nothing to run there,
+    so nothing is reported, not even a skip."""
+    dropped = []
+    for item in items:
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        if item.path.name == "test_upstream_ci.py" and not runs_upstream_ci(
+                params["qnn_case"], params["qnn_target"]):
+            dropped.append(item)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = [i for i in items if i not in dropped]

@@ -15,19 +15,17 @@ import pytest
 
 from pytest_qnn_genai.checks import numerics, parity
 from pytest_qnn_genai.checks.upstream_oracle import upstream_ci_checks
-from pytest_qnn_genai.checks.upstream_specs import counterpart, llm_specs
+from pytest_qnn_genai.checks.upstream_specs import (
+    UPSTREAM_CI,
+    counterpart,
+    llm_specs,
+    runs_upstream_ci,
+)
 from pytest_qnn_genai.hybrid import CALIBRATION
-
-UPSTREAM_CI = "upstream-ci"
 
 
 def test_upstream_ci_job(qnn_pipeline, qnn_case, qnn_target, qnn_record, qnn_accepted) -> None:
-    if not qnn_target.is_x86_runner:
-        pytest.skip(f"{qnn_target.id}: upstream's CI job runs llama.py's evaluator on upstream's "
-                    "x86 runner (the x86-runner target)")
-    if UPSTREAM_CI not in qnn_case.variants:
-        pytest.skip(f"{qnn_case.name} declares no {UPSTREAM_CI!r} variant (upstream's CI job "
-                    "for its weights)")
+    assert runs_upstream_ci(qnn_case, qnn_target)  # the rest is deselected (module docstring)
     pair = counterpart(qnn_case.folder)
     specs = llm_specs(pair.llm_specs) if pair is not None else None
     if specs is None:

@@ -5,6 +5,9 @@ upstream's bounds pass."""
 from __future__ import annotations
 
 from pytest_qnn_genai.checks.upstream_oracle import held_to_upstream, upstream_ci_checks
+from pytest_qnn_genai.checks.upstream_specs import runs_upstream_ci
+from pytest_qnn_genai.models.registry import available
+from pytest_qnn_genai.targets import EMULATOR, X86_RUNNER, Target, soc
 
 SOURCE = "test_qnn_delegate.py:8951"
 
@@ -41,3 +44,11 @@ def test_the_harness_is_held_to_the_printed_digits() -> None:
     assert held_to_upstream("x", "x", harness=21.3129 + 0.049, upstream=21.3129).ok
     check = held_to_upstream("x", "x", harness=21.3129 + 0.051, upstream=21.3129)
     assert not check.ok and "the harness measures 21.3639 dB" in check.detail
+
+
+def test_the_job_exists_for_a_case_that_declares_it_on_upstreams_runner() -> None:
+    cases = available()
+    x86, emulator = Target(soc("SM8650"), "htp", X86_RUNNER), Target(soc("SM8650"), "htp", EMULATOR)
+    assert runs_upstream_ci(cases["smollm2_135m"], x86)
+    assert not runs_upstream_ci(cases["smollm2_135m"], emulator)
+    assert not runs_upstream_ci(cases["stories260k"], x86)
