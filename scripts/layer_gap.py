@@ -70,13 +70,9 @@ def main() -> int:
         dumping = compile_dumping(qdq, target, Path(tmp))
         for prompt in args.prompt:
             ids = pipeline.prepared(case).calibration_ids(prompt)
-            runner = HybridRunner(shipped)
-            runner._reset()  # noqa: SLF001 - one call at a time, as the work probe
             calls = []
-            for n_past, token in enumerate(ids):
-                inputs = runner._inputs(runner.decode, [token], n_past)  # noqa: SLF001
-                outputs = runner._methods[DECODE].execute(inputs)  # noqa: SLF001
-                runner._write_cache(outputs, n_past, 1)  # noqa: SLF001
+            runner = HybridRunner(shipped)
+            for n_past, (inputs, outputs) in enumerate(runner.decode_calls(ids)):
                 dumped_outputs, dumped = dump_call(dumping, DECODE, inputs)
                 if not torch.equal(dumped_outputs[0], outputs[0]):
                     raise SystemExit(f"call {n_past}: the dumping program's logits are not the "

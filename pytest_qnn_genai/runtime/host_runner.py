@@ -22,7 +22,7 @@ before activating, or before sentencepiece.
 from __future__ import annotations
 
 import time
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -208,6 +208,18 @@ class HybridRunner:
         self._write_cache(outputs, n_past, len(tokens))
         logits: torch.Tensor = outputs[0]
         return logits.reshape(io.ar_len, self.vocab_size)
+
+    def decode_calls(self, tokens: Sequence[int],
+                     ) -> Iterator[tuple[list[torch.Tensor], list[torch.Tensor]]]:
+        """``tokens`` fed one per call of the decode graph from an empty cache (a kv-mode prompt
+        pass): each call's inputs (quantized, as the program takes them) and outputs, its K/V
+        written into the cache before the next call."""
+        self._reset()
+        for n_past, token in enumerate(tokens):
+            inputs = self._inputs(self.decode, [int(token)], n_past)
+            outputs = list(self._methods[self.decode.name].execute(inputs))
+            self._write_cache(outputs, n_past, 1)
+            yield inputs, outputs
 
     def _check_request(self, prompt_tokens: Sequence[int], max_new_tokens: int) -> None:
         if not prompt_tokens:

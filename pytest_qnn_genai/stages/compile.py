@@ -187,29 +187,18 @@ class PteArtifacts:
         return self.out_dir / self.artifacts[TEXT_DECODER]
 
 
-def compile_pte(qdq: QdqArtifacts, target: Target, out_dir: Path) -> PteArtifacts:
-    """Lower ``qdq``'s prefill and decode graphs (kv mode: its decode graph) for ``target`` into
-    one ``.pte``.
-
-    Needs an active QNN SDK (:func:`pytest_qnn_genai.sdk.activate`).
-    """
-    spec = compile_spec_data(target, lowered_names(qdq))
-    if (qdq.data["soc"], qdq.data["backend"]) != (target.soc.name, target.backend):
-        raise ValueError(f"{qdq.out_dir} was quantized for {qdq.data['soc']}/{qdq.data['backend']}"
-                         f", not {target.soc.name}/{target.backend}: quantize for this target")
-    require_active("compilation (QNN lowering)")
+def lower(qdq: QdqArtifacts, target: Target, spec: CompileSpecData,
+          compile_specs: list[CompileSpec], what: str = "") -> bytes:
+    """The program of ``qdq``'s graphs ``spec`` names, lowered for ``target`` with
+    ``compile_specs`` (``what``: said beside the model in the lowering's messages)."""
     from executorch.backends.qualcomm._passes.build_quant_io import BuildQuantIo
     from executorch.backends.qualcomm.utils.utils import to_edge_transform_and_lower_to_qnn
     from executorch.exir.capture._config import ExecutorchBackendConfig
     from executorch.exir.passes.memory_planning_pass import MemoryPlanningPass
 
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / ARTIFACTS_JSON).unlink(missing_ok=True)  # written last: marks a complete run
     names = spec["graph_names"]
-    compile_specs = _compile_specs(spec, target)
     jobs = {name: _passes(qdq, name) for name in names}
-    with lowering(f"{qdq.data['decoder_model']} for {target.soc.name}-{target.backend}"):
+    with lowering(f"{qdq.data['decoder_model']} for {target.soc.name}-{target.backend}{what}"):
         edge = to_edge_transform_and_lower_to_qnn(
             module={name: qdq.graph(name) for name in names},
             inputs={name: qdq.example_inputs(name) for name in names},
@@ -222,8 +211,27 @@ def compile_pte(qdq: QdqArtifacts, target: Target, out_dir: Path) -> PteArtifact
     program = edge.to_executorch(ExecutorchBackendConfig(
         memory_planning_pass=MemoryPlanningPass(**spec["memory_planning"]),
         passes=[BuildQuantIo()]))
+    buffer: bytes = program.buffer
+    return buffer
+
+
+def compile_pte(qdq: QdqArtifacts, target: Target, out_dir: Path) -> PteArtifacts:
+    """Lower ``qdq``'s prefill and decode graphs (kv mode: its decode graph) for ``target`` into
+    one ``.pte``.
+
+    Needs an active QNN SDK (:func:`pytest_qnn_genai.sdk.activate`).
+    """
+    spec = compile_spec_data(target, lowered_names(qdq))
+    if (qdq.data["soc"], qdq.data["backend"]) != (target.soc.name, target.backend):
+        raise ValueError(f"{qdq.out_dir} was quantized for {qdq.data['soc']}/{qdq.data['backend']}"
+                         f", not {target.soc.name}/{target.backend}: quantize for this target")
+    require_active("compilation (QNN lowering)")
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / ARTIFACTS_JSON).unlink(missing_ok=True)  # written last: marks a complete run
+    buffer = lower(qdq, target, spec, _compile_specs(spec, target))
     pte = pte_filename(qdq)
-    (out_dir / pte).write_bytes(program.buffer)
+    (out_dir / pte).write_bytes(buffer)
     (out_dir / COMPILE_SPEC_JSON).write_text(json.dumps(spec, indent=1))
     artifacts = {TEXT_DECODER: pte}
     (out_dir / ARTIFACTS_JSON).write_text(json.dumps(artifacts, indent=1))

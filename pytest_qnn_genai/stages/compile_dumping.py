@@ -2,8 +2,8 @@
 program leaves its QDQ graph (:mod:`pytest_qnn_genai.checks.layer_gap`).
 
 Contract: :func:`compile_dumping` lowers a kv-mode build's ``kv_forward`` graph (QNN's tensor dump
-takes one method only, so a kv-mode build) as :func:`~pytest_qnn_genai.stages.compile.compile_pte`
-does, with the QNN backend's ``dump_intermediate_outputs`` option on: each execute then writes
+takes one method only, so a kv-mode build) by :func:`~pytest_qnn_genai.stages.compile.lower`, as
+``compile_pte`` does, with the QNN backend's ``dump_intermediate_outputs`` option on: each execute then writes
 every output tensor of the QNN graph, raw (quantized), named after the edge node that made it
 (``aten_rms_norm_default_3``), into ETDump's debug buffer
 (:mod:`pytest_qnn_genai.runtime.intermediates`). Hazard: it is a debugging build, compiled apart
@@ -19,11 +19,10 @@ from pytest_qnn_genai.hybrid import DECODE
 from pytest_qnn_genai.sdk import require_active
 from pytest_qnn_genai.stages.compile import (
     _compile_specs,
-    _passes,
     compile_spec_data,
+    lower,
     lowered_names,
 )
-from pytest_qnn_genai.stages.qnn_refusal import lowering
 from pytest_qnn_genai.stages.quantize import QdqArtifacts
 from pytest_qnn_genai.targets import Target
 
@@ -41,15 +40,11 @@ def compile_dumping(qdq: QdqArtifacts, target: Target, out: Path) -> Path:
         raise NotKvModeError(f"{qdq.out_dir}: QNN dumps the tensors of one method only; this "
                              f"build lowers {', '.join(lowered_names(qdq))} (build kv mode)")
     require_active("compilation (QNN lowering)")
-    from executorch.backends.qualcomm._passes.build_quant_io import BuildQuantIo
     from executorch.backends.qualcomm.serialization.qc_schema_serialize import (
         flatbuffer_to_option,
         option_to_flatbuffer,
     )
-    from executorch.backends.qualcomm.utils.utils import to_edge_transform_and_lower_to_qnn
     from executorch.exir.backend.compile_spec_schema import CompileSpec
-    from executorch.exir.capture._config import ExecutorchBackendConfig
-    from executorch.exir.passes.memory_planning_pass import MemoryPlanningPass
 
     spec = compile_spec_data(target, (DECODE,))
     specs = []
@@ -57,18 +52,8 @@ def compile_dumping(qdq: QdqArtifacts, target: Target, out: Path) -> Path:
         options = flatbuffer_to_option(s.value)
         options.dump_intermediate_outputs = True
         specs.append(CompileSpec(s.key, option_to_flatbuffer(options)))
-    passes, deps = _passes(qdq, DECODE)
-    with lowering(f"{qdq.data['decoder_model']} for {target.soc.name}-{target.backend}, "
-                  "dumping its tensors"):
-        edge = to_edge_transform_and_lower_to_qnn(
-            module={DECODE: qdq.graph(DECODE)}, inputs={DECODE: qdq.example_inputs(DECODE)},
-            compiler_specs={DECODE: specs}, constant_methods=dict(qdq.metadata),
-            dep_table={DECODE: deps}, passes_job={DECODE: passes},
-            skip_node_op_set=set(spec["skip_node_op_set"]))
-    program = edge.to_executorch(ExecutorchBackendConfig(
-        memory_planning_pass=MemoryPlanningPass(**spec["memory_planning"]),
-        passes=[BuildQuantIo()]))
+    buffer = lower(qdq, target, spec, specs, ", dumping its tensors")
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    (out / DUMPING_PTE).write_bytes(program.buffer)
+    (out / DUMPING_PTE).write_bytes(buffer)
     return out / DUMPING_PTE

@@ -26,12 +26,8 @@ def one_call(qnn_pipeline, qnn_sdk, case, sm8650_emulator, tmp_path_factory):  #
     qdq = qnn_pipeline.qdq(kv, sm8650_emulator)
     dumping = compile_dumping(qdq, sm8650_emulator, tmp_path_factory.mktemp("dumping"))
     runner = HybridRunner(qnn_pipeline.pte(kv, sm8650_emulator).pte)
-    runner._reset()  # noqa: SLF001
     ids = qnn_pipeline.prepared(kv).encode(kv.eval_prompt)[:3]
-    for n_past, token in enumerate(ids):
-        inputs = runner._inputs(runner.decode, [token], n_past)  # noqa: SLF001
-        outputs = runner._methods[DECODE].execute(inputs)  # noqa: SLF001
-        runner._write_cache(outputs, n_past, 1)  # noqa: SLF001
+    *_, (inputs, outputs) = runner.decode_calls(ids)
     dumped_outputs, dumped = dump_call(dumping, DECODE, inputs)
     assert torch.equal(dumped_outputs[0], outputs[0])  # the dump is the shipped computation
     logits = ((outputs[0].to(torch.float32) - runner.logits_zero_point)
