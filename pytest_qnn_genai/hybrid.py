@@ -23,11 +23,6 @@ def lowered_graphs(model_mode: str) -> tuple[str, ...]:
     return (DECODE,) if model_mode == KV_MODE else LOWERED_GRAPHS
 
 
-def graph_methods(model_mode: str) -> tuple[str, ...]:
-    """The graph methods a program of ``model_mode`` lists (sorted, as a program lists them)."""
-    return tuple(sorted(lowered_graphs(model_mode)))
-
-
 TEXT_DECODER = "text_decoder"  # artifact key: the hybrid prefill + decode program
 QDQ = "qdq"  # artifact key: the calibration-shaped QDQ graph, the CPU reference
 ARTIFACT_KEYS = (TEXT_DECODER, QDQ)
