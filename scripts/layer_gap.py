@@ -1,7 +1,8 @@
 """Where a case's kv-mode program leaves its deployed QDQ graph, layer by layer, on a prompt.
 
     python scripts/layer_gap.py --models smollm2_135m --variant upstream-ci \\
-        --prompt "What is the capital of France?" [--cache DIR] [--soc SM8650]
+        --prompt "What is the capital of France?" [--within layers.11.feed_forward] \
+        [--calls N] [--cache DIR] [--soc SM8650]
 
 Builds (or finds in the artifact cache) the case variant's QDQ graphs and program, compiles its
 decode graph once more with QNN's tensor dump on (``stages/compile_dumping.py``), and feeds the
@@ -10,12 +11,15 @@ through the program one token per call; at every call the dumping program runs o
 inputs, its logits are held to the program's (the dump must be the shipped computation), and
 each RMSNorm output and the logits are compared with the decode QDQ graph's on those inputs
 (``checks/layer_gap.py``). Prints one row per RMSNorm: its median / lowest SQNR over the calls,
-and the steepest fall of the medians.
+and the steepest fall of the medians. ``--within MODULE``: one row more per op of the modules
+under it, in graph order (``compare_ops``: each op's output against the dumped tensor of the same
+module and op); ``--calls N``: the prompt's first N calls only.
 """
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import os
 import statistics
 import sys
@@ -35,12 +39,14 @@ def main() -> int:
     parser.add_argument("--prompt", action="append", required=True)
     parser.add_argument("--soc", default="SM8650")
     parser.add_argument("--cache", type=Path)
+    parser.add_argument("--within", help="a module path: its ops' rows too")
+    parser.add_argument("--calls", type=int, help="the first N calls of each prompt only")
     args = parser.parse_args()
     import executorch.runtime  # noqa: F401 - before the SDK's libraries (host_runner's hazard)
     import torch
 
     from pytest_qnn_genai.cache import ArtifactCache
-    from pytest_qnn_genai.checks.layer_gap import compare_call, steepest_fall
+    from pytest_qnn_genai.checks.layer_gap import compare_call, compare_ops, steepest_fall
     from pytest_qnn_genai.hybrid import DECODE
     from pytest_qnn_genai.models.registry import select
     from pytest_qnn_genai.pipeline import Pipeline
@@ -49,7 +55,7 @@ def main() -> int:
     from pytest_qnn_genai.sdk import activate, resolve_sdk
     from pytest_qnn_genai.sdk.versions import stack
     from pytest_qnn_genai.stages import gguf_import
-    from pytest_qnn_genai.stages.compile_dumping import compile_dumping
+    from pytest_qnn_genai.stages.compile_dumping import DUMPING_NODES, compile_dumping
     from pytest_qnn_genai.targets import Target, soc
 
     cache_dir = args.cache or default_cache_dir(dict(os.environ))
@@ -68,9 +74,10 @@ def main() -> int:
     graph = qdq.graph(DECODE)
     with tempfile.TemporaryDirectory(prefix="layer-gap-") as tmp:
         dumping = compile_dumping(qdq, target, Path(tmp))
+        nodes = json.loads((Path(tmp) / DUMPING_NODES).read_text())
         for prompt in args.prompt:
-            ids = pipeline.prepared(case).calibration_ids(prompt)
-            calls = []
+            ids = pipeline.prepared(case).calibration_ids(prompt)[:args.calls]
+            calls, ops = [], []
             runner = HybridRunner(shipped)
             for n_past, (inputs, outputs) in enumerate(runner.decode_calls(ids)):
                 dumped_outputs, dumped = dump_call(dumping, DECODE, inputs)
@@ -80,6 +87,8 @@ def main() -> int:
                 logits = ((outputs[0].to(torch.float32) - runner.logits_zero_point)
                           * runner.logits_scale).numpy()
                 calls.append(compare_call(graph, inputs, dumped, logits))
+                if args.within:
+                    ops.append(compare_ops(graph, inputs, dumped, nodes, args.within))
                 print(f"call {n_past}: " + " ".join(f"{r.sqnr_db:.1f}" for r in calls[-1]),
                       flush=True)
             print(f"\n{case.name} on {prompt!r} ({len(ids)} calls, {shipped.name}):")
@@ -94,6 +103,16 @@ def main() -> int:
             before, at = steepest_fall(medians[:-1])  # the RMSNorms; the logits are the head's
             print(f"steepest fall: {before.where} {before.sqnr_db:.2f} dB -> {at.where} "
                   f"{at.sqnr_db:.2f} dB")
+            if ops:
+                print(f"\nthe ops under {args.within}:")
+                print("| module | op | node | dumped | median SQNR dB | lowest | median cosine |")
+                print("|---|---|---|---|---|---|---|")
+                for rows in zip(*ops):
+                    sqnr = [r.sqnr_db for r in rows]
+                    r = rows[0]
+                    print(f"| {r.module} | {r.op} | {r.node} | {r.dumped} | "
+                          f"{statistics.median(sqnr):.2f} | {min(sqnr):.2f} | "
+                          f"{statistics.median(x.cosine for x in rows):.4f} |")
     return 0
 
 

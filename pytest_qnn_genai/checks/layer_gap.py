@@ -17,13 +17,17 @@ the pairing is by order; graphs whose RMSNorm counts differ, or a tensor of anot
 """
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import re
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 import numpy as np
 import torch
 
 from pytest_qnn_genai.checks import numerics
+from pytest_qnn_genai.runtime.intermediates import module_of
 
 RMS_NORM = "rms_norm"
 DUMPED_RMS_NORM = "aten_rms_norm_default"
@@ -142,6 +146,94 @@ def compare_call(graph: torch.fx.GraphModule, program_inputs: Sequence[torch.Ten
     rows.append(Row("logits", "logits", numerics.sqnr_db(ref_logits, got_logits),
                     numerics.cosine(ref_logits, got_logits)))
     return rows
+
+
+T = TypeVar("T")
+_OP = re.compile(r"aten\.[A-Za-z0-9_]+\.[A-Za-z0-9_]+")
+
+
+@dataclass(frozen=True)
+class OpRow:
+    """One op's output of one call: target (the dumped tensor) vs the QDQ graph."""
+
+    module: str  # the module both came from: "layers.11.feed_forward.w1_conv"
+    op: str  # "aten.conv2d.default"
+    node: str  # the QDQ graph's node
+    dumped: str  # the dumped tensor's name (the node of the graph QNN was given)
+    sqnr_db: float
+    cosine: float
+
+
+# ops the edge dialect names otherwise than the QDQ graph (to_edge decomposes conv2d)
+_EDGE_NAME = {"aten.conv2d.default": "aten.convolution.default"}
+
+
+def _op(target: object) -> str:
+    found = _OP.search(str(target))
+    op = found.group(0) if found else str(target)
+    return _EDGE_NAME.get(op, op)
+
+
+def _by_module_and_op(items: Iterable[tuple[str, str, T]]) -> dict[tuple[str, str], list[T]]:
+    groups: dict[tuple[str, str], list[T]] = defaultdict(list)
+    for module, op, item in items:
+        groups[(module, op)].append(item)
+    return groups
+
+
+def _under(module: str, within: str) -> bool:
+    return module == within or module.startswith(within + ".")
+
+
+def compare_ops(graph: torch.fx.GraphModule, program_inputs: Sequence[torch.Tensor],
+                dumped: Mapping[str, np.ndarray], nodes: Sequence[Mapping[str, object]],
+                within: str) -> list[OpRow]:
+    """One call's rows for every op of the QDQ graph in module ``within`` or under it
+    (``"layers.11"``: its norms, attention, feed-forward and residual adds) whose output the
+    graph quantizes, each paired with the dumped tensor of the op of the same module, op and
+    rank among that module's ops of that kind (``nodes``: the graph QNN was given,
+    ``stages/compile_dumping.DUMPING_NODES``), the reference put in the axis order QNN holds
+    that tensor in. Hazard: an op QNN's passes split or decomposed (mha2sha's per-head
+    convolutions) has a count of its kind in its module that differs from the QDQ graph's and
+    no row (never a row paired by a guess); no pair at all is a :class:`LayerGapError`."""
+    mine = _by_module_and_op(
+        (module_of(n), _op(n.target), n) for n in graph.graph.nodes
+        if n.op == "call_function" and _under(module_of(n), within)
+        and "quantize" not in str(n.target))
+    theirs = _by_module_and_op((str(e["module"]), _op(e["op"]), e) for e in nodes
+                               if _under(str(e["module"]), within))
+    pairs = []
+    for key, qs in mine.items():
+        if len(theirs.get(key, ())) != len(qs):
+            continue
+        for node, edge in zip(qs, theirs[key]):
+            quantize = _quantize_of(node)
+            if quantize is not None and str(edge["name"]) in dumped:
+                pairs.append((node, quantize, edge))
+    if not pairs:
+        raise LayerGapError(f"no op under {within!r} pairs with a dumped tensor "
+                            f"({len(mine)} kinds in the QDQ graph, {len(theirs)} dumped)")
+    recorder = _Recorder(graph, {q.name for _, q, _ in pairs})
+    with torch.no_grad():
+        recorder.run(*qdq_inputs(graph, program_inputs))
+    rows = []
+    for node, quantize, edge in pairs:
+        ref = torch.as_tensor(recorder.kept[quantize.name])
+        axes = edge.get("axis_order")
+        order = [int(a) for a in axes] if isinstance(axes, list) else []
+        if order and ref.dim() == len(order):
+            ref = ref.permute(order)
+        got = np.asarray(dumped[str(edge["name"])], dtype=np.float64).reshape(-1)
+        if got.size != ref.numel():
+            raise LayerGapError(f"{edge['name']}: {got.size} values dumped, {ref.numel()} in "
+                                f"the QDQ graph's {node.name}")
+        scale, zero_point = _encoding(graph, quantize)
+        want = (ref.contiguous().reshape(-1).to(torch.float64).numpy() - zero_point) * scale
+        got = (got - zero_point) * scale
+        rows.append(OpRow(module_of(node), _op(node.target), node.name, str(edge["name"]),
+                          numerics.sqnr_db(want, got), numerics.cosine(want, got)))
+    order_of = {n.name: i for i, n in enumerate(graph.graph.nodes)}
+    return sorted(rows, key=lambda r: order_of[r.node])
 
 
 def steepest_fall(rows: Sequence[Row]) -> tuple[Row, Row]:

@@ -24,6 +24,14 @@ from pytest_qnn_genai.runtime.pte_info import torch_dtype
 BUFFER_PER_INPUT_BYTE = 64  # debug-buffer bytes per byte of the call's inputs (measured: ~12)
 
 
+def module_of(node: torch.fx.Node) -> str:
+    """The innermost module ``node`` was traced in (its ``nn_module_stack``'s last path:
+    ``layers.11.feed_forward.w1_conv``), or ``""``: what names a dumped tensor's op in both the
+    graph QNN was given and the QDQ graph it came from."""
+    stack = node.meta.get("nn_module_stack") or {}
+    return str(list(stack.values())[-1][0]) if stack else ""
+
+
 class DumpError(RuntimeError):
     """The dump is missing or incomplete (one line)."""
 
