@@ -13,7 +13,8 @@ reference's lead of its token, the least error that swaps them, which is all the
 the reference's row exists (a hybrid run dumps no logits: :func:`parting`).
 
 Why. At real size the QDQ graph's top two tokens are closer than the row's noise at several
-steps of an answer (SmolLM2-135M: the docs' measurements page), so identity there is luck, not a
+steps of an answer (SmolLM2-135M: the docs' investigations archive, "Where the greedy paths
+part at 135M"), so identity there is luck, not a
 property of the program; a flip at a wide lead, or a target whose error sits on the very token
 it picked, is not. The toys part nowhere, and the gate holds the
 number of partings to the accepted record (0 for them), so run to run the gate stays identity;

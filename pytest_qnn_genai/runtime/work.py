@@ -7,8 +7,8 @@ are counted only inside each execute call, and only in the emulator's own code (
 library, ``libQnnHtp*``, and the libm it calls), less the functions its worker threads use to
 wait for each other (:data:`SYNC`). What is left is a function of the program, its inputs and the
 libraries: the same program counts the same instructions on any day, under any load (the
-measurements page: stories260k's decode step 562,358,730 in four processes, one with the other
-core busy). A :class:`ProgramWork` keeps each method's total and its top kernels by instructions,
+measurements page, "The emulator's work figure": equal in every process, two at once
+included). A :class:`ProgramWork` keeps each method's total and its top kernels by instructions,
 so a judge can name the kernels whose work grew.
 
 Hazards. The instructions are x86 instructions of QAIRT's emulator, not HTP cycles: a figure

@@ -1,8 +1,9 @@
 """Comments and docstrings say why, never when: no issue numbers, work sittings, dates, commit
 hashes or one machine's timings in the code. Those drift (one build was "44 s cold" in one comment
 and "~2.5 min" in another) and say nothing about the hazard; a measured figure belongs on the
-docs' measurements page with the command that measured it. This scans every comment and
-docstring of the package, suites/, scripts/ and tests/ and names each offending file:line."""
+docs' measurements page (or its investigations archive) with the command that measured it. This
+scans every comment and docstring of the package, suites/, scripts/ and tests/ and names each
+offending file:line."""
 from __future__ import annotations
 
 import ast

@@ -43,10 +43,11 @@ READY_TIMEOUT_S = 300  # the first start may provision the emulator SDK
 RUN_TIMEOUT_S = 3600  # a cold cache builds every artifact (legacy llama.py included)
 SHORT_CASE = "stories260k"  # the one case the one-token-short runner is shown failing
 # Held-out perplexity on the phone, the gate's for SHORT_CASE only: one runner call per text
-# window, the same call for every case, window and program, and most of the inner run's time when
-# every case and parity's two programs score (the measurements page). Parity's perplexity on the
-# target (both flows' programs) is judged on the emulator target in the outer run; the other
-# cases' phone runs are every other check. A nightly on a real phone scores every case.
+# window, the same call for every case, window and program, and most of the inner run's time
+# when every case and parity's two programs score (the docs' investigations archive, costs).
+# Parity's perplexity on the target (both flows' programs) is judged on the emulator target in
+# the outer run; the other cases' phone runs are every other check. A nightly on a real phone
+# scores every case.
 HELDOUT_ON_ONE_CASE = f"not heldout or ({SHORT_CASE} and not heldout_perplexity_on_the_target)"
 # Checks that must have run on the phone and passed: every suite's, by name.
 PHONE_CHECKS = {
