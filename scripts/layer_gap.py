@@ -1,7 +1,7 @@
 """Where a case's kv-mode program leaves its deployed QDQ graph, layer by layer, on a prompt.
 
     python scripts/layer_gap.py --models smollm2_135m --variant upstream-ci \\
-        --prompt "What is the capital of France?" [--within layers.11.feed_forward] \
+        --prompt "What is the capital of France?" [--within layers.11 ...] \\
         [--calls N] [--cache DIR] [--soc SM8650]
 
 Builds (or finds in the artifact cache) the case variant's QDQ graphs and program, compiles its
@@ -11,9 +11,9 @@ through the program one token per call; at every call the dumping program runs o
 inputs, its logits are held to the program's (the dump must be the shipped computation), and
 each RMSNorm output and the logits are compared with the decode QDQ graph's on those inputs
 (``checks/layer_gap.py``). Prints one row per RMSNorm: its median / lowest SQNR over the calls,
-and the steepest fall of the medians. ``--within MODULE``: one row more per op of the modules
-under it, in graph order (``compare_ops``: each op's output against the dumped tensor of the same
-module and op); ``--calls N``: the prompt's first N calls only.
+and the steepest fall of the medians. ``--within MODULE`` (repeatable): one row more per op of
+the module and the modules under it, in graph order (``compare_ops``: each op's output against
+the dumped tensor of the same module and op); ``--calls N``: the prompt's first N calls only.
 """
 from __future__ import annotations
 
@@ -39,7 +39,8 @@ def main() -> int:
     parser.add_argument("--prompt", action="append", required=True)
     parser.add_argument("--soc", default="SM8650")
     parser.add_argument("--cache", type=Path)
-    parser.add_argument("--within", help="a module path: its ops' rows too")
+    parser.add_argument("--within", action="append", default=[],
+                        help="a module path: its ops' rows too (repeatable)")
     parser.add_argument("--calls", type=int, help="the first N calls of each prompt only")
     args = parser.parse_args()
     import executorch.runtime  # noqa: F401 - before the SDK's libraries (host_runner's hazard)
@@ -88,7 +89,8 @@ def main() -> int:
                           * runner.logits_scale).numpy()
                 calls.append(compare_call(graph, inputs, dumped, logits))
                 if args.within:
-                    ops.append(compare_ops(graph, inputs, dumped, nodes, args.within))
+                    ops.append([row for within in args.within
+                                for row in compare_ops(graph, inputs, dumped, nodes, within)])
                 print(f"call {n_past}: " + " ".join(f"{r.sqnr_db:.1f}" for r in calls[-1]),
                       flush=True)
             print(f"\n{case.name} on {prompt!r} ({len(ids)} calls, {shipped.name}):")
@@ -104,7 +106,7 @@ def main() -> int:
             print(f"steepest fall: {before.where} {before.sqnr_db:.2f} dB -> {at.where} "
                   f"{at.sqnr_db:.2f} dB")
             if ops:
-                print(f"\nthe ops under {args.within}:")
+                print(f"\nthe ops under {', '.join(args.within)}:")
                 print("| module | op | node | dumped | median SQNR dB | lowest | median cosine |")
                 print("|---|---|---|---|---|---|---|")
                 for rows in zip(*ops):

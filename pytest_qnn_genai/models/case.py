@@ -36,10 +36,15 @@ re-hashing half a gigabyte of imported weights on every key.
 
 A case's ``tier`` says which runs select it when ``--models`` names none: ``default`` cases always,
 ``nightly`` ones (a real model whose full gate costs tens of minutes) only with ``--nightly``.
+
+A case may name prompts the gate judges its target on besides ``eval_prompt``
+(``"judged_prompts": {"capital": "What is the capital of France?"}``): the name suffixes their
+figures. A prompt on which the target once fell short is kept here, never swapped for a kinder one.
 """
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -57,7 +62,8 @@ if TYPE_CHECKING:
 
 # Settings read when a built program runs, never when it is built (prompts, token counts, the perf
 # workload in ``extra``): they stay out of build cache keys.
-RUNTIME_FIELDS = ("eval_prompt", "max_new_tokens", "heldout", "extra")
+RUNTIME_FIELDS = ("eval_prompt", "max_new_tokens", "judged_prompts", "heldout", "extra")
+JUDGED_PROMPT_NAME = re.compile(r"[a-z][a-z0-9_]*")  # a suffix of figure names
 # Build settings a variant may change (shapes of the static graphs, the KV cache IO width, the
 # model mode and lookahead's window/ngram/gcap; the weights, tokenizer and the recipe's weight and
 # activation dtypes stay the case's own), the KV IO widths a static LLM has (upstream's
@@ -122,6 +128,7 @@ class ModelCase:
     gcap: int = 8
     eval_prompt: str = "Once upon a time"
     max_new_tokens: int = 48
+    judged_prompts: dict[str, str] = field(default_factory=dict)  # name -> prompt (docstring)
     calibration_prompts: tuple[str, ...] = ()
     extra: dict[str, Json] = field(default_factory=dict)  # free-form JSON
     variants: dict[str, dict[str, int | str]] = field(default_factory=dict)  # VARIANT_FIELDS
@@ -382,6 +389,10 @@ def load_case(folder: Path, *, packaged: bool = True) -> ModelCase:
     for role, p in case.own_files().items():
         if not p.is_file():
             raise ModelCaseError(f"{label}: {role} file {p} is missing")
+    prompts = case.judged_prompts
+    if not isinstance(prompts, dict) or not all(
+            isinstance(v, str) and v and JUDGED_PROMPT_NAME.fullmatch(k) for k, v in prompts.items()):
+        raise ModelCaseError(f"{label}: judged_prompts must map lower_case names to prompts")
     if case.heldout and not (case.folder / case.heldout).is_file():
         raise ModelCaseError(f"{label}: heldout file {case.folder / case.heldout} is missing")
     try:

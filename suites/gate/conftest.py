@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_qnn_genai.checks.upstream_specs import runs_upstream_ci
 from pytest_qnn_genai.pipeline import products
 from pytest_qnn_genai.pipeline.products import needs
 from pytest_qnn_genai.stages.reference import Reference
@@ -31,14 +30,15 @@ def qdq_on_run_tokens(qnn_pipeline, qnn_case, qnn_target, qnn_run):
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Deselect the items of upstream's CI job where it does not exist
-    (:func:`~pytest_qnn_genai.checks.upstream_specs.runs_upstream_ci`): nothing to run there,
-    so nothing is reported, not even a skip."""
+    """Deselect the items of a module that says where it applies (``APPLIES(case, target)``:
+    upstream's CI job, :func:`~pytest_qnn_genai.checks.upstream_specs.runs_upstream_ci`; the
+    other judged prompts, a case that names some) everywhere else: nothing to run there, so
+    nothing is reported, not even a skip."""
     dropped = []
     for item in items:
+        applies = getattr(getattr(item, "module", None), "APPLIES", None)
         params = getattr(getattr(item, "callspec", None), "params", {})
-        if item.path.name == "test_upstream_ci.py" and not runs_upstream_ci(
-                params["qnn_case"], params["qnn_target"]):
+        if applies is not None and not applies(params["qnn_case"], params["qnn_target"]):
             dropped.append(item)
     if dropped:
         config.hook.pytest_deselected(items=dropped)

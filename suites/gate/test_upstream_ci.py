@@ -23,6 +23,8 @@ from pytest_qnn_genai.checks.upstream_specs import (
 )
 from pytest_qnn_genai.hybrid import CALIBRATION
 
+APPLIES = runs_upstream_ci  # the rest is deselected (suites/gate/conftest.py)
+
 
 def test_upstream_ci_job(qnn_pipeline, qnn_case, qnn_target, qnn_record, qnn_accepted) -> None:
     assert runs_upstream_ci(qnn_case, qnn_target)  # the rest is deselected (module docstring)

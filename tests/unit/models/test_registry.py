@@ -149,3 +149,15 @@ def test_where_a_case_keeps_its_files_is_not_part_of_its_build_key(tmp_path: Pat
     moved = load_cases([tmp_path / "a"])["mine"].build_fingerprint()
     assert moved["file_sha256"] == before["file_sha256"]
     assert moved["checkpoint"] == "elsewhere.pt"  # the name, never the folder it sits in
+
+
+def test_judged_prompts_are_named_prompts_and_no_build_input(tmp_path: Path) -> None:
+    folder = _outside(tmp_path)
+    before = load_cases([tmp_path])["mine"].build_fingerprint()
+    _edit(folder, judged_prompts={"capital": "What is the capital of France?"})
+    case = load_cases([tmp_path])["mine"]
+    assert case.judged_prompts == {"capital": "What is the capital of France?"}
+    assert case.build_fingerprint() == before  # judged on the same build, never another
+    for bad in (["What is the capital of France?"], {"Capital!": "x"}, {"capital": ""}):
+        _edit(folder, judged_prompts=bad)
+        _one_line([tmp_path], "model case mine", "judged_prompts must map lower_case names")

@@ -108,3 +108,29 @@ def test_the_nightlys_variant_pairs_are_valid_for_a_case_that_declares_none(
     (line,) = [x for x in bad.errlines if x.strip()]
     assert line.startswith("ERROR: --qnn-ab: no model case has a variant 'ar9'; variants: "
                            "legacy, new, ar8, kv16"), line
+
+
+def test_a_module_that_says_where_it_applies_is_deselected_elsewhere(
+        pytester: pytest.Pytester, tmp_path: Path) -> None:
+    """``APPLIES(case, target)`` (suites/gate/conftest.py): the judged-prompts test exists for a
+    case that names other prompts, on every target, and nowhere else, not even as a skip."""
+    from pytest_qnn_genai.runners.sources import ALL_SOURCES
+
+    for rel in ALL_SOURCES:
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text("")
+
+    def ids(*args: str) -> list[str]:
+        result = pytester.runpytest_subprocess(
+            "--co", "-q", "-p", "no:cacheprovider", str(ROOT / "suites" / "gate"), "--soc",
+            "SM8650", "--executorch-src", str(tmp_path), "-k", "judged_prompt or upstream_ci",
+            *args)
+        assert result.ret in (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED)
+        return [x.split("::")[1] for x in result.outlines if "::" in x]
+
+    assert ids("--models", "stories260k") == []
+    got = ids("--models", "smollm2_135m")
+    assert sorted(got) == sorted([
+        "test_target_runs_the_qdq_graph_on_each_judged_prompt[smollm2_135m-SM8650-htp-emulator]",
+        "test_target_runs_the_qdq_graph_on_each_judged_prompt[smollm2_135m-SM8650-htp-x86-runner]",
+        "test_upstream_ci_job[smollm2_135m-SM8650-htp-x86-runner]"]), got
