@@ -101,6 +101,15 @@ class _Recorder(torch.fx.Interpreter):
         return value
 
 
+def _held(ref: np.ndarray, got: np.ndarray, scale: float,
+          zero_point: float) -> tuple[float, float]:
+    """SQNR dB and cosine of the dumped integers ``got`` against the QDQ graph's ``ref``, both
+    dequantized by the encoding they share."""
+    want = (ref.reshape(-1) - zero_point) * scale
+    have = (got.reshape(-1) - zero_point) * scale
+    return numerics.sqnr_db(want, have), numerics.cosine(want, have)
+
+
 def _where(k: int, count: int) -> str:
     """Which residual stream RMSNorm ``k`` of ``count`` normalizes (2i: after layer i - 1, 2i + 1:
     after layer i's attention, the last: after the last layer, into the output head)."""
@@ -137,9 +146,7 @@ def compare_call(graph: torch.fx.GraphModule, program_inputs: Sequence[torch.Ten
         got = np.asarray(dumped[name], dtype=np.float64)
         if ref.size != got.size:
             raise LayerGapError(f"{name}: {got.size} values dumped, {ref.size} in the QDQ graph")
-        ref, got = (ref.reshape(-1) - zero_point) * scale, (got.reshape(-1) - zero_point) * scale
-        rows.append(Row(norm.name, _where(k, len(norms)), numerics.sqnr_db(ref, got),
-                        numerics.cosine(ref, got)))
+        rows.append(Row(norm.name, _where(k, len(norms)), *_held(ref, got, scale, zero_point)))
     ref_logits = np.asarray(result[0] if isinstance(result, (tuple, list)) else result,
                             dtype=np.float64).reshape(-1)
     got_logits = np.asarray(logits, dtype=np.float64).reshape(-1)
@@ -227,11 +234,9 @@ def compare_ops(graph: torch.fx.GraphModule, program_inputs: Sequence[torch.Tens
         if got.size != ref.numel():
             raise LayerGapError(f"{edge['name']}: {got.size} values dumped, {ref.numel()} in "
                                 f"the QDQ graph's {node.name}")
-        scale, zero_point = _encoding(graph, quantize)
-        want = (ref.contiguous().reshape(-1).to(torch.float64).numpy() - zero_point) * scale
-        got = (got - zero_point) * scale
+        want = ref.contiguous().to(torch.float64).numpy()
         rows.append(OpRow(module_of(node), _op(node.target), node.name, str(edge["name"]),
-                          numerics.sqnr_db(want, got), numerics.cosine(want, got)))
+                          *_held(want, got, *_encoding(graph, quantize))))
     order_of = {n.name: i for i, n in enumerate(graph.graph.nodes)}
     return sorted(rows, key=lambda r: order_of[r.node])
 

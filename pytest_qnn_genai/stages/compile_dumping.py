@@ -14,9 +14,11 @@ build's logits to the shipped program's at every call).
 Beside the program it writes :data:`DUMPING_NODES`: the graph QNN was given, as the backend's own
 passes left it (mha2sha's per-head split, decompositions), one entry per op in its order: the
 name its tensor is dumped under, the op, the innermost module it came from
-(``layers.11.feed_forward.w1_conv``, from the node's ``nn_module_stack``) and its inputs. It is
-what pairs a dumped tensor with the QDQ graph's node of the same module and op
+(``layers.11.feed_forward.w1_conv``, from the node's ``nn_module_stack``) and its axis order. It
+is what pairs a dumped tensor with the QDQ graph's node of the same module and op
 (:func:`pytest_qnn_genai.checks.layer_gap.compare_ops`), where their order no longer does.
+Hazard: it is read by replacing executorch's ``qnn_preprocess.get_qnn_pass_manager_cls`` for the
+lowering's duration (restored after), so no other lowering may run in the process meanwhile.
 """
 from __future__ import annotations
 
@@ -78,10 +80,9 @@ def compile_dumping(qdq: QdqArtifacts, target: Target, out: Path) -> Path:
 
 
 def _describe(graph: torch.fx.GraphModule) -> list[dict[str, object]]:
-    """Each op: its dumped name, op, module, inputs, and the axis order QNN holds its tensor in
-    (the layout pass's ``axis_order``: a conv's NCHW output is dumped NHWC), else ``[]``."""
+    """Each op: its dumped name, op, module, and the axis order QNN holds its tensor in (the
+    layout pass's ``axis_order``: a conv's NCHW output is dumped NHWC), else ``[]``."""
     return [{"name": n.name, "op": str(n.target), "module": module_of(n),
-             "inputs": [a.name for a in n.all_input_nodes],
              "axis_order": list(n.meta.get("axis_order", ()))}
             for n in graph.graph.nodes if n.op == "call_function"]
 
